@@ -1,0 +1,245 @@
+/*
+ * voxconv.h — sparse 3D convolution for voxel networks. The one public header.
+ *
+ * A sparse tensor is a list of N unique integer sites `coords` (int32 [N,4], rows
+ * (batch, x, y, z)) and a row-major feature matrix `feats` [N, C]. A convolution is
+ * described by a vc_conv_desc (kind, kernel, stride, padding, dilation); a vc_plan binds
+ * a descriptor to one coordinate set and owns the kernel map (which input row meets which
+ * output row through which kernel offset). Plans are channel- and dtype-agnostic: one
+ * plan serves every layer with the same geometry, and all three passes (forward,
+ * backward-data, backward-weight).
+ *
+ * Rules that hold for every function below:
+ *  - Every function returns a vc_status and never aborts, exits or prints. On failure the
+ *    context keeps a sentence naming the argument and its value: vc_last_error(ctx).
+ *  - Descriptor structs start with their own size (`struct_size`); fill it with sizeof.
+ *    They only ever grow at the end, so an older caller keeps working.
+ *  - The caller owns tensors and workspaces. A plan owns its kernel map.
+ *  - Pointers are host pointers for a CPU context and device pointers for a CUDA context.
+ *    `stream` is a cudaStream_t for CUDA contexts and ignored (pass NULL) for CPU.
+ *  - Execute calls (vc_conv_forward, vc_conv_backward_data, vc_conv_backward_weight)
+ *    never allocate memory and never synchronise the host with a device.
+ *  - A context may be used by one thread at a time; separate contexts are independent.
+ *  - Destructors accept NULL.
+ *
+ * Geometry (cross-correlation, spconv conventions): output site p reads input site
+ * q = p*s - pad + r*d for kernel offset r = (r0, r1, r2), per axis. The weight is
+ * [Co, K0, K1, K2, Ci] contiguous; the flat offset index is r = (r0*K1 + r1)*K2 + r2.
+ */
+#ifndef VOXCONV_H
+#define VOXCONV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define VC_VERSION_MAJOR 0
+#define VC_VERSION_MINOR 1
+#define VC_VERSION_PATCH 0
+
+/* Supported coordinate range: anything outside is VC_ERR_OUT_OF_RANGE. */
+#define VC_BATCH_MAX 4096      /* batch index in [0, VC_BATCH_MAX) */
+#define VC_COORD_MIN (-65536)  /* each spatial axis in [VC_COORD_MIN, VC_COORD_MAX] */
+#define VC_COORD_MAX 65535
+#define VC_KERNEL_MAX 7        /* kernel size per axis in [1, 7] */
+#define VC_STRIDE_MAX 4        /* stride per axis in [1, 4] */
+#define VC_DILATION_MAX 4      /* dilation per axis in [1, 4] */
+#define VC_CHANNELS_MAX 65536  /* channel counts in [1, 65536] */
+
+typedef enum vc_status {
+  VC_OK = 0,
+  VC_ERR_INVALID_ARGUMENT, /* NULL pointer, bad size, value outside its documented set */
+  VC_ERR_OUT_OF_RANGE,     /* coordinate or count outside the supported range */
+  VC_ERR_DUPLICATE_COORDS, /* the same site appears twice in one coordinate list */
+  VC_ERR_UNSUPPORTED,      /* valid request this build or backend cannot serve */
+  VC_ERR_OUT_OF_MEMORY,    /* an allocation failed, or the workspace is too small */
+  VC_ERR_DEVICE,           /* the device runtime reported an error */
+  VC_ERR_IO,               /* a file could not be read or written */
+  VC_ERR_INTERNAL          /* a bug in voxconv: please report it */
+} vc_status;
+
+typedef enum vc_device_kind { VC_DEVICE_CPU = 0, VC_DEVICE_CUDA = 1 } vc_device_kind;
+
+/* Storage type of features, weights, bias and all their gradients. */
+typedef enum vc_dtype { VC_DTYPE_F32 = 0, VC_DTYPE_F16 = 1, VC_DTYPE_BF16 = 2 } vc_dtype;
+
+/* Arithmetic for f32 storage. f16/bf16 always accumulate in f32 (or better).
+ * VC_MATH_TF32 lets a backend use TF32 tensor cores; the CPU computes it in full f32. */
+typedef enum vc_math { VC_MATH_F32 = 0, VC_MATH_TF32 = 1 } vc_math;
+
+typedef enum vc_conv_kind {
+  /* Output sites = input sites, same order. Odd kernel, stride 1, pad = (K/2)*d. */
+  VC_CONV_SUBMANIFOLD = 0,
+  /* Strided: output = every site p with some input at p*s - pad + r*d.
+   * Output order: ascending (batch, x, y, z). */
+  VC_CONV_SPARSE = 1,
+  /* Adjoint geometry of a paired VC_CONV_SPARSE plan: input sites are that plan's output
+   * sites, output sites are its input sites in its input order, same kernel offsets. */
+  VC_CONV_INVERSE = 2,
+  /* Generative transposed conv: input site q writes output q*s - pad + r*d.
+   * Output = every site reached, in ascending (batch, x, y, z) order. */
+  VC_CONV_TRANSPOSED = 3
+} vc_conv_kind;
+
+typedef enum vc_pass {
+  VC_PASS_FORWARD = 0,        /* y = conv(x, w) + bias */
+  VC_PASS_BACKWARD_DATA = 1,  /* dx = conv^T(dy, w) */
+  VC_PASS_BACKWARD_WEIGHT = 2 /* dw = sum over pairs dy x^T, db = sum of dy rows */
+} vc_pass;
+
+typedef enum vc_algo {
+  VC_ALGO_AUTO = 0,      /* the backend picks (tuner) */
+  VC_ALGO_REFERENCE = 1, /* plain loops, f64 accumulation: the oracle, slow */
+  VC_ALGO_EXPLICIT = 2,  /* per offset: gather -> GEMM -> scatter-add */
+  VC_ALGO_IMPLICIT = 3,  /* fused gather-GEMM-scatter (CUDA) */
+  VC_ALGO_MASKED = 4,    /* masked implicit GEMM, Hopper (CUDA) */
+  VC_ALGO_GROUPED = 5    /* grouped GEMM over offsets (CUDA) */
+} vc_algo;
+
+typedef struct vc_context vc_context;
+typedef struct vc_plan vc_plan;
+
+/* Convolution geometry. Per axis: kernel_size in [1,7], stride in [1,4],
+ * dilation in [1,4], padding in [0, (kernel_size-1)*dilation].
+ * Submanifold: odd kernel, stride 1, padding exactly (kernel_size/2)*dilation.
+ * Inverse: must equal the paired plan's descriptor apart from `kind`. */
+typedef struct vc_conv_desc {
+  size_t struct_size; /* sizeof(vc_conv_desc) */
+  vc_conv_kind kind;
+  int32_t kernel_size[3];
+  int32_t stride[3];
+  int32_t padding[3];
+  int32_t dilation[3];
+} vc_conv_desc;
+
+/* Per-call arguments of the execute functions. */
+typedef struct vc_conv_args {
+  size_t struct_size;   /* sizeof(vc_conv_args) */
+  int64_t in_channels;  /* Ci, in [1, VC_CHANNELS_MAX] */
+  int64_t out_channels; /* Co, in [1, VC_CHANNELS_MAX] */
+  vc_dtype dtype;       /* of x, w, bias, y and their gradients */
+  vc_math math;
+  vc_algo algo;         /* VC_ALGO_AUTO unless forcing one */
+} vc_conv_args;
+
+/* ---- status and errors -------------------------------------------------------------- */
+
+/* Static text for a status ("VC_ERR_OUT_OF_RANGE: ..."); never NULL. */
+const char *vc_status_string(vc_status s);
+
+/* The last error recorded on `ctx` (empty string if none). With ctx == NULL: the calling
+ * thread's last error from a function that had no context (vc_context_create).
+ * The string lives until the next failing call on the same context or thread. */
+const char *vc_last_error(const vc_context *ctx);
+
+/* "0.1.0" */
+const char *vc_version(void);
+
+/* ---- context ------------------------------------------------------------------------ */
+
+/* Creates a context for one device. kind VC_DEVICE_CPU takes device 0.
+ * Owns: the returned context (free with vc_context_destroy).
+ * Errors: VC_ERR_INVALID_ARGUMENT (NULL out, bad kind or device), VC_ERR_UNSUPPORTED
+ * (backend not in this build), VC_ERR_DEVICE, VC_ERR_OUT_OF_MEMORY. */
+vc_status vc_context_create(vc_device_kind kind, int device, vc_context **out);
+
+/* Frees the context. Plans made from it must be destroyed first. NULL is fine. */
+void vc_context_destroy(vc_context *ctx);
+
+vc_device_kind vc_context_device_kind(const vc_context *ctx);
+
+/* ---- descriptors -------------------------------------------------------------------- */
+
+/* Fills `d` for the same kernel/stride/padding/dilation on all three axes.
+ * padding < 0 picks the default: (kernel/2)*dilation for submanifold, 0 otherwise.
+ * Validation happens in vc_plan_create. */
+void vc_conv_desc_init(vc_conv_desc *d, vc_conv_kind kind, int32_t kernel_size,
+                       int32_t stride, int32_t padding, int32_t dilation);
+
+/* Fills `a` with the given channels and dtype, VC_MATH_F32, VC_ALGO_AUTO. */
+void vc_conv_args_init(vc_conv_args *a, int64_t in_channels, int64_t out_channels,
+                       vc_dtype dtype);
+
+/* Bytes of one element of `dtype` (4 or 2); 0 for an unknown dtype. */
+size_t vc_dtype_size(vc_dtype dtype);
+
+/* ---- plans -------------------------------------------------------------------------- */
+
+/* Builds the kernel map of `desc` over the n input sites `coords` (int32 [n,4]).
+ * n == 0 is valid and gives an empty plan. `coords` is copied; the caller may free it.
+ * Inverse plans: `paired` is the VC_CONV_SPARSE plan to invert (same context); `coords`
+ * may be NULL, otherwise it must equal the paired plan's output coordinates (n too).
+ * For other kinds `paired` must be NULL.
+ * Sync: on CUDA, the call may synchronise `stream` (output counts are needed on the host).
+ * Owns: the returned plan (vc_plan_destroy), which must not outlive `ctx` or `paired`.
+ * Errors: VC_ERR_INVALID_ARGUMENT (NULL ctx/out/coords, bad desc, paired missing or of the
+ * wrong kind/context/geometry, coords differing from paired), VC_ERR_OUT_OF_RANGE (n < 0 or
+ * too large, a coordinate or a produced output coordinate outside the supported range),
+ * VC_ERR_DUPLICATE_COORDS, VC_ERR_OUT_OF_MEMORY, VC_ERR_DEVICE. */
+vc_status vc_plan_create(vc_context *ctx, const vc_conv_desc *desc, const int32_t *coords,
+                         int64_t n, const vc_plan *paired, void *stream, vc_plan **out);
+
+/* Frees the plan and its kernel map. NULL is fine. */
+void vc_plan_destroy(vc_plan *p);
+
+int64_t vc_plan_in_count(const vc_plan *p);     /* -1 for NULL */
+int64_t vc_plan_out_count(const vc_plan *p);    /* -1 for NULL */
+int32_t vc_plan_kernel_volume(const vc_plan *p); /* K0*K1*K2; -1 for NULL */
+int64_t vc_plan_pair_count(const vc_plan *p);   /* total (input, output) pairs; -1 for NULL */
+const vc_conv_desc *vc_plan_desc(const vc_plan *p); /* the validated descriptor */
+
+/* Copies the output coordinates (int32 [out_count, 4]) into caller memory on the plan's
+ * device. Sync: CUDA copies are ordered on `stream`. Errors: VC_ERR_INVALID_ARGUMENT. */
+vc_status vc_plan_out_coords(const vc_plan *p, int32_t *coords_out, void *stream);
+
+/* Copies the kernel map: offsets[K+1] (int64, host memory; pairs of offset r are entries
+ * offsets[r] .. offsets[r+1]-1), in_index[pairs] and out_index[pairs] (int32 row indices,
+ * caller memory on the plan's device). Within an offset, pairs ascend by output row.
+ * Any of the three pointers may be NULL to skip it. Errors: VC_ERR_INVALID_ARGUMENT. */
+vc_status vc_plan_kernel_map(const vc_plan *p, int64_t *offsets, int32_t *in_index,
+                             int32_t *out_index, void *stream);
+
+/* ---- execution ---------------------------------------------------------------------- */
+
+/* Workspace bytes that `pass` needs with these arguments (0 is possible).
+ * Errors: VC_ERR_INVALID_ARGUMENT (NULL, bad args), VC_ERR_UNSUPPORTED (algo/dtype/math
+ * this backend does not have). Errors are recorded on the plan's context. */
+vc_status vc_conv_workspace_size(const vc_plan *p, const vc_conv_args *a, vc_pass pass,
+                                 size_t *bytes);
+
+/* y[out_count, Co] = conv(x[in_count, Ci], w[Co, K0, K1, K2, Ci]) + bias[Co].
+ * bias may be NULL. y is overwritten (no accumulation); it must not alias x or w.
+ * Sync: asynchronous on `stream` for CUDA; the CPU returns when done.
+ * Errors: VC_ERR_INVALID_ARGUMENT (NULL pointers with n > 0, plan from another context,
+ * bad args), VC_ERR_OUT_OF_MEMORY (workspace smaller than vc_conv_workspace_size),
+ * VC_ERR_UNSUPPORTED, VC_ERR_DEVICE. */
+vc_status vc_conv_forward(vc_context *ctx, const vc_plan *p, const vc_conv_args *a,
+                          const void *x, const void *w, const void *bias, void *y,
+                          void *workspace, size_t workspace_bytes, void *stream);
+
+/* dx[in_count, Ci] = gradient of the forward output w.r.t. x, given dy[out_count, Co].
+ * dx is overwritten. Sync and errors as vc_conv_forward. */
+vc_status vc_conv_backward_data(vc_context *ctx, const vc_plan *p, const vc_conv_args *a,
+                                const void *dy, const void *w, void *dx,
+                                void *workspace, size_t workspace_bytes, void *stream);
+
+/* dw[Co, K0, K1, K2, Ci] = sum over pairs of dy[out] x[in]^T; db[Co] = sum of dy rows
+ * (db may be NULL). Both are overwritten. Sync and errors as vc_conv_forward. */
+vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, const vc_conv_args *a,
+                                  const void *x, const void *dy, void *dw, void *db,
+                                  void *workspace, size_t workspace_bytes, void *stream);
+
+/* ---- helpers ------------------------------------------------------------------------ */
+
+/* Converts n values between f32 and f16/bf16 storage (round to nearest even; NaN stays
+ * NaN). Host memory. Errors: VC_ERR_INVALID_ARGUMENT (NULL with n > 0, bad dtype). */
+vc_status vc_convert_from_f32(vc_dtype to, const float *src, void *dst, int64_t n);
+vc_status vc_convert_to_f32(vc_dtype from, const void *src, float *dst, int64_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* VOXCONV_H */

@@ -1,0 +1,115 @@
+/* internal.h — what the core and the backends share. Not installed. */
+#ifndef VC_INTERNAL_H
+#define VC_INTERNAL_H
+
+#include "voxconv.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+
+#define VC_ERROR_LEN 512
+
+/* Packed 64-bit site key: batch in bits 51..62, x/y/z biased by -VC_COORD_MIN in 17 bits
+ * each. Ascending keys are ascending (batch, x, y, z); bit 63 is never set, so all-ones
+ * marks an empty hash slot. */
+#define VC_KEY_EMPTY UINT64_MAX
+#define VC_AXIS_BITS 17
+#define VC_AXIS_BIAS 65536
+
+static inline uint64_t vc_key_pack(int32_t b, int32_t x, int32_t y, int32_t z) {
+  return ((uint64_t)(uint32_t)b << (3 * VC_AXIS_BITS)) |
+         ((uint64_t)(uint32_t)(x + VC_AXIS_BIAS) << (2 * VC_AXIS_BITS)) |
+         ((uint64_t)(uint32_t)(y + VC_AXIS_BIAS) << VC_AXIS_BITS) |
+         (uint64_t)(uint32_t)(z + VC_AXIS_BIAS);
+}
+
+static inline void vc_key_unpack(uint64_t k, int32_t out[4]) {
+  const uint64_t m = (1u << VC_AXIS_BITS) - 1;
+  out[0] = (int32_t)(k >> (3 * VC_AXIS_BITS));
+  out[1] = (int32_t)((k >> (2 * VC_AXIS_BITS)) & m) - VC_AXIS_BIAS;
+  out[2] = (int32_t)((k >> VC_AXIS_BITS) & m) - VC_AXIS_BIAS;
+  out[3] = (int32_t)(k & m) - VC_AXIS_BIAS;
+}
+
+static inline bool vc_site_in_range(int64_t b, int64_t x, int64_t y, int64_t z) {
+  return b >= 0 && b < VC_BATCH_MAX && x >= VC_COORD_MIN && x <= VC_COORD_MAX &&
+         y >= VC_COORD_MIN && y <= VC_COORD_MAX && z >= VC_COORD_MIN && z <= VC_COORD_MAX;
+}
+
+typedef struct vc_backend vc_backend;
+
+struct vc_context {
+  vc_device_kind kind;
+  int device;
+  const vc_backend *backend;
+  void *backend_state;
+  char error[VC_ERROR_LEN];
+};
+
+struct vc_plan {
+  vc_context *ctx;
+  vc_conv_desc desc;
+  int32_t kvol;             /* kernel volume K */
+  int64_t n_in, n_out;
+  int64_t n_pairs;
+  int64_t max_pairs;        /* largest pair count of one offset */
+  /* Host-side copies, always present: offsets[K+1]. */
+  int64_t *offsets;
+  /* Backend memory (host for CPU): coords [n,4], pairs grouped by offset. */
+  int32_t *in_coords;
+  int32_t *out_coords;      /* == in_coords for submanifold */
+  int32_t *pair_in;
+  int32_t *pair_out;
+  void *backend_data;
+};
+
+/* One device's implementation. Arguments reaching it are already validated. */
+struct vc_backend {
+  const char *name;
+  vc_status (*context_init)(vc_context *ctx);
+  void (*context_release)(vc_context *ctx);
+  /* Fills every plan field from coords (n = p->n_in) or from `paired` (inverse). */
+  vc_status (*plan_build)(vc_context *ctx, vc_plan *p, const int32_t *coords,
+                          const vc_plan *paired, void *stream);
+  void (*plan_release)(vc_plan *p);
+  /* Copies `bytes` of plan memory to caller memory of the same device. */
+  vc_status (*copy_out)(const vc_plan *p, void *dst, const void *src, size_t bytes,
+                        void *stream);
+  vc_status (*workspace_size)(const vc_plan *p, const vc_conv_args *a, vc_pass pass,
+                              size_t *bytes);
+  vc_status (*forward)(vc_context *ctx, const vc_plan *p, const vc_conv_args *a,
+                       const void *x, const void *w, const void *bias, void *y,
+                       void *ws, size_t ws_bytes, void *stream);
+  vc_status (*backward_data)(vc_context *ctx, const vc_plan *p, const vc_conv_args *a,
+                             const void *dy, const void *w, void *dx, void *ws,
+                             size_t ws_bytes, void *stream);
+  vc_status (*backward_weight)(vc_context *ctx, const vc_plan *p, const vc_conv_args *a,
+                               const void *x, const void *dy, void *dw, void *db, void *ws,
+                               size_t ws_bytes, void *stream);
+};
+
+extern const vc_backend vc_cpu_backend;
+#ifdef VC_HAVE_CUDA
+extern const vc_backend vc_cuda_backend;
+#endif
+
+/* Records a formatted sentence on ctx (or the thread's context-less slot when ctx is
+ * NULL) and returns `s`, so callers write `return vc_fail(ctx, VC_ERR_..., "...", ...)`. */
+vc_status vc_fail(vc_context *ctx, vc_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Checks n host coordinate rows against the supported range; names the first bad row. */
+vc_status vc_check_coords(vc_context *ctx, const int32_t *coords, int64_t n);
+
+/* f16/bf16 <-> f32 scalar conversions, round to nearest even. */
+float vc_half_to_float(uint16_t h);
+uint16_t vc_float_to_half(float f);
+float vc_bf16_to_float(uint16_t h);
+uint16_t vc_float_to_bf16(float f);
+
+static inline int64_t vc_round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+#endif

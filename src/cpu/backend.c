@@ -1,0 +1,31 @@
+/* backend.c — the CPU backend's entry in the dispatch table. */
+#include "cpu.h"
+
+#include <string.h>
+
+static vc_status cpu_copy_out(const vc_plan *p, void *dst, const void *src, size_t bytes, void *stream) {
+  (void)p;
+  (void)stream;
+  memcpy(dst, src, bytes);
+  return VC_OK;
+}
+
+static vc_status cpu_workspace_size(const vc_plan *p, const vc_conv_args *a, vc_pass pass, size_t *bytes) {
+  vc_cpu_ws ws;
+  vc_status s = vc_cpu_ws_layout(p, a, pass, &ws);
+  *bytes = s == VC_OK ? ws.total : 0;
+  return s;
+}
+
+const vc_backend vc_cpu_backend = {
+    .name = "cpu",
+    .context_init = NULL,
+    .context_release = NULL,
+    .plan_build = vc_cpu_plan_build,
+    .plan_release = vc_cpu_plan_release,
+    .copy_out = cpu_copy_out,
+    .workspace_size = cpu_workspace_size,
+    .forward = vc_cpu_forward,
+    .backward_data = vc_cpu_backward_data,
+    .backward_weight = vc_cpu_backward_weight,
+};

@@ -1,0 +1,276 @@
+/* kmap.c — kernel maps on the CPU for the four conv kinds.
+ *
+ * Every kind first fills a dense neighbour table nb[n_out, K] (input row or -1), which is
+ * embarrassingly parallel, then compacts it into pairs grouped by offset and ascending by
+ * output row: the order the GPU backend reproduces. */
+#include "cpu.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct geometry {
+  int32_t kvol;
+  int32_t off[VC_KERNEL_MAX * VC_KERNEL_MAX * VC_KERNEL_MAX][3]; /* r_a * d_a per axis */
+  int32_t s[3], pad[3];
+} geometry;
+
+static void geometry_init(geometry *g, const vc_conv_desc *d) {
+  const int32_t *k = d->kernel_size;
+  g->kvol = k[0] * k[1] * k[2];
+  for (int32_t r0 = 0, r = 0; r0 < k[0]; r0++)
+    for (int32_t r1 = 0; r1 < k[1]; r1++)
+      for (int32_t r2 = 0; r2 < k[2]; r2++, r++) {
+        g->off[r][0] = r0 * d->dilation[0];
+        g->off[r][1] = r1 * d->dilation[1];
+        g->off[r][2] = r2 * d->dilation[2];
+      }
+  for (int a = 0; a < 3; a++) {
+    g->s[a] = d->stride[a];
+    g->pad[a] = d->padding[a];
+  }
+}
+
+/* Input site that output site c reaches through offset r, for a strided conv:
+ * q = c*s - pad + r*d. Sparse and submanifold use it; false when out of range. */
+static inline bool site_forward(const geometry *g, const int32_t *c, int r, int64_t q[3]) {
+  for (int a = 0; a < 3; a++) q[a] = (int64_t)c[a + 1] * g->s[a] - g->pad[a] + g->off[r][a];
+  return vc_site_in_range(c[0], q[0], q[1], q[2]);
+}
+
+/* Site t with t*s = c + pad - r*d, if c + pad - r*d is divisible by s on every axis. Used to
+ * find the outputs of a strided conv from an input, and the input of a transposed conv. */
+static inline bool site_backward(const geometry *g, const int32_t *c, int r, int64_t t[3]) {
+  for (int a = 0; a < 3; a++) {
+    int64_t v = (int64_t)c[a + 1] + g->pad[a] - g->off[r][a];
+    if (v % g->s[a] != 0) return false;
+    t[a] = v / g->s[a];
+  }
+  return true;
+}
+
+static vc_status hash_coords(vc_context *ctx, vc_hash *h, const int32_t *c, int64_t n) {
+  vc_status s = vc_hash_init(ctx, h, n);
+  if (s != VC_OK) return s;
+  for (int64_t i = 0; i < n; i++) {
+    const int32_t *r = c + 4 * i;
+    int32_t prev = vc_hash_insert(h, vc_key_pack(r[0], r[1], r[2], r[3]), (int32_t)i);
+    if (prev >= 0) {
+      vc_hash_free(h);
+      return vc_fail(ctx, VC_ERR_DUPLICATE_COORDS,
+                     "coords rows %d and %lld are the same site (%d, %d, %d, %d)", prev, (long long)i, r[0],
+                     r[1], r[2], r[3]);
+    }
+  }
+  return VC_OK;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Output sites of a sparse (transposed == false) or transposed conv: every site reached,
+ * sorted ascending by packed key. */
+static vc_status output_sites(vc_context *ctx, const geometry *g, const int32_t *in, int64_t n,
+                              bool transposed, int32_t **out, int64_t *n_out) {
+  vc_hash seen;
+  int64_t cap = 2 * n + 16, cnt = 0; /* grows when a conv reaches more sites */
+  vc_status s = vc_hash_init(ctx, &seen, cap);
+  if (s != VC_OK) return s;
+  uint64_t *keys = malloc((size_t)cap * sizeof *keys);
+  if (!keys) {
+    vc_hash_free(&seen);
+    return vc_fail(ctx, VC_ERR_OUT_OF_MEMORY, "output sites: out of host memory");
+  }
+  for (int64_t i = 0; i < n; i++) {
+    const int32_t *c = in + 4 * i;
+    for (int r = 0; r < g->kvol; r++) {
+      int64_t t[3];
+      if (transposed) {
+        for (int a = 0; a < 3; a++) t[a] = (int64_t)c[a + 1] * g->s[a] - g->pad[a] + g->off[r][a];
+      } else if (!site_backward(g, c, r, t)) {
+        continue;
+      }
+      if (!vc_site_in_range(c[0], t[0], t[1], t[2])) {
+        free(keys);
+        vc_hash_free(&seen);
+        return vc_fail(ctx, VC_ERR_OUT_OF_RANGE,
+                       "output site (%d, %lld, %lld, %lld), reached from coords row %lld through kernel "
+                       "offset %d, is outside the supported range [%d, %d]",
+                       c[0], (long long)t[0], (long long)t[1], (long long)t[2], (long long)i, r, VC_COORD_MIN,
+                       VC_COORD_MAX);
+      }
+      uint64_t k = vc_key_pack(c[0], (int32_t)t[0], (int32_t)t[1], (int32_t)t[2]);
+      if (cnt == cap) { /* sparse convs reach at most K sites per input; grow rarely */
+        uint64_t *grown = realloc(keys, (size_t)cap * 2 * sizeof *keys);
+        vc_hash bigger;
+        if (!grown || vc_hash_init(ctx, &bigger, cap * 2) != VC_OK) {
+          free(grown ? grown : keys);
+          vc_hash_free(&seen);
+          return vc_fail(ctx, VC_ERR_OUT_OF_MEMORY, "output sites: out of host memory");
+        }
+        keys = grown;
+        cap *= 2;
+        for (int64_t j = 0; j < cnt; j++) vc_hash_insert(&bigger, keys[j], 0);
+        vc_hash_free(&seen);
+        seen = bigger;
+      }
+      if (vc_hash_insert(&seen, k, 0) < 0) keys[cnt++] = k;
+    }
+  }
+  vc_hash_free(&seen);
+  if (cnt > INT32_MAX - 1) {
+    free(keys);
+    return vc_fail(ctx, VC_ERR_OUT_OF_RANGE, "output sites: %lld exceed the limit of %d", (long long)cnt,
+                   INT32_MAX - 1);
+  }
+  qsort(keys, (size_t)cnt, sizeof *keys, cmp_u64);
+  int32_t *oc = malloc((size_t)(cnt ? cnt : 1) * 4 * sizeof *oc);
+  if (!oc) {
+    free(keys);
+    return vc_fail(ctx, VC_ERR_OUT_OF_MEMORY, "output sites: out of host memory");
+  }
+  for (int64_t j = 0; j < cnt; j++) vc_key_unpack(keys[j], oc + 4 * j);
+  free(keys);
+  *out = oc;
+  *n_out = cnt;
+  return VC_OK;
+}
+
+/* nb[o, r] = input row of output o through offset r, from hashed input sites. */
+static void fill_neighbors(const geometry *g, vc_conv_kind kind, const vc_hash *h, const int32_t *out_coords,
+                           int64_t n_out, int32_t *nb) {
+  const int K = g->kvol;
+#pragma omp parallel for schedule(static)
+  for (int64_t o = 0; o < n_out; o++) {
+    const int32_t *c = out_coords + 4 * o;
+    for (int r = 0; r < K; r++) {
+      int64_t q[3];
+      bool ok = kind == VC_CONV_TRANSPOSED ? site_backward(g, c, r, q) : site_forward(g, c, r, q);
+      ok = ok && vc_site_in_range(c[0], q[0], q[1], q[2]);
+      nb[o * K + r] = ok ? vc_hash_find(h, vc_key_pack(c[0], (int32_t)q[0], (int32_t)q[1], (int32_t)q[2])) : -1;
+    }
+  }
+}
+
+/* Compacts nb[n_out, K] into p->offsets / pair_in / pair_out. */
+static vc_status compact_pairs(vc_context *ctx, vc_plan *p, const int32_t *nb) {
+  const int K = p->kvol;
+  const int64_t n_out = p->n_out;
+  p->offsets = calloc((size_t)K + 1, sizeof *p->offsets);
+  if (!p->offsets) return vc_fail(ctx, VC_ERR_OUT_OF_MEMORY, "kernel map: out of host memory");
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int r = 0; r < K; r++) {
+    int64_t c = 0;
+    for (int64_t o = 0; o < n_out; o++) c += nb[o * K + r] >= 0;
+    p->offsets[r + 1] = c;
+  }
+  p->max_pairs = 0;
+  for (int r = 0; r < K; r++) {
+    if (p->offsets[r + 1] > p->max_pairs) p->max_pairs = p->offsets[r + 1];
+    p->offsets[r + 1] += p->offsets[r];
+  }
+  p->n_pairs = p->offsets[K];
+  size_t bytes = (size_t)(p->n_pairs ? p->n_pairs : 1) * sizeof(int32_t);
+  p->pair_in = malloc(bytes);
+  p->pair_out = malloc(bytes);
+  if (!p->pair_in || !p->pair_out)
+    return vc_fail(ctx, VC_ERR_OUT_OF_MEMORY, "kernel map of %lld pairs: out of host memory",
+                   (long long)p->n_pairs);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int r = 0; r < K; r++) {
+    int64_t j = p->offsets[r];
+    for (int64_t o = 0; o < n_out; o++) {
+      int32_t i = nb[o * K + r];
+      if (i < 0) continue;
+      p->pair_in[j] = i;
+      p->pair_out[j] = (int32_t)o;
+      j++;
+    }
+  }
+  return VC_OK;
+}
+
+static int32_t *copy_coords(const int32_t *c, int64_t n) {
+  int32_t *d = malloc((size_t)(n ? n : 1) * 4 * sizeof *d);
+  if (d && n) memcpy(d, c, (size_t)n * 4 * sizeof *d);
+  return d;
+}
+
+/* Inverse: the paired sparse plan's pairs with input and output swapped. */
+static vc_status build_inverse(vc_context *ctx, vc_plan *p, const int32_t *coords, const vc_plan *q, int32_t *nb) {
+  const int K = p->kvol;
+  if (coords) {
+    for (int64_t i = 0; i < q->n_out; i++)
+      if (memcmp(coords + 4 * i, q->out_coords + 4 * i, 4 * sizeof(int32_t)) != 0)
+        return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT,
+                       "vc_plan_create: coords row %lld (%d, %d, %d, %d) differs from the paired plan's output "
+                       "site (%d, %d, %d, %d)",
+                       (long long)i, coords[4 * i], coords[4 * i + 1], coords[4 * i + 2], coords[4 * i + 3],
+                       q->out_coords[4 * i], q->out_coords[4 * i + 1], q->out_coords[4 * i + 2],
+                       q->out_coords[4 * i + 3]);
+  }
+  for (int64_t j = 0; j < p->n_out * K; j++) nb[j] = -1;
+  for (int r = 0; r < K; r++)
+    for (int64_t j = q->offsets[r]; j < q->offsets[r + 1]; j++) nb[(int64_t)q->pair_in[j] * K + r] = q->pair_out[j];
+  return VC_OK;
+}
+
+vc_status vc_cpu_plan_build(vc_context *ctx, vc_plan *p, const int32_t *coords, const vc_plan *paired,
+                            void *stream) {
+  (void)stream;
+  const vc_conv_kind kind = p->desc.kind;
+  geometry g;
+  geometry_init(&g, &p->desc);
+  vc_hash h = {0};
+  vc_status s;
+
+  if (kind == VC_CONV_INVERSE) {
+    p->n_in = paired->n_out;
+    p->n_out = paired->n_in;
+    p->in_coords = copy_coords(paired->out_coords, p->n_in);
+    p->out_coords = copy_coords(paired->in_coords, p->n_out);
+    if (!p->in_coords || !p->out_coords) return vc_fail(ctx, VC_ERR_OUT_OF_MEMORY, "vc_plan_create: out of host memory");
+  } else {
+    s = vc_check_coords(ctx, coords, p->n_in);
+    if (s != VC_OK) return s;
+    p->in_coords = copy_coords(coords, p->n_in);
+    if (!p->in_coords) return vc_fail(ctx, VC_ERR_OUT_OF_MEMORY, "vc_plan_create: out of host memory");
+    s = hash_coords(ctx, &h, coords, p->n_in);
+    if (s != VC_OK) return s;
+    if (kind == VC_CONV_SUBMANIFOLD) {
+      p->n_out = p->n_in;
+      p->out_coords = p->in_coords;
+    } else {
+      s = output_sites(ctx, &g, coords, p->n_in, kind == VC_CONV_TRANSPOSED, &p->out_coords, &p->n_out);
+      if (s != VC_OK) {
+        vc_hash_free(&h);
+        return s;
+      }
+    }
+  }
+
+  int32_t *nb = malloc((size_t)(p->n_out ? p->n_out : 1) * (size_t)p->kvol * sizeof *nb);
+  if (!nb) {
+    vc_hash_free(&h);
+    return vc_fail(ctx, VC_ERR_OUT_OF_MEMORY, "kernel map: neighbour table of %lld x %d: out of host memory",
+                   (long long)p->n_out, p->kvol);
+  }
+  if (kind == VC_CONV_INVERSE) {
+    s = build_inverse(ctx, p, coords, paired, nb);
+  } else {
+    fill_neighbors(&g, kind, &h, p->out_coords, p->n_out, nb);
+    s = VC_OK;
+  }
+  vc_hash_free(&h);
+  if (s == VC_OK) s = compact_pairs(ctx, p, nb);
+  free(nb);
+  return s;
+}
+
+void vc_cpu_plan_release(vc_plan *p) {
+  if (p->out_coords != p->in_coords) free(p->out_coords);
+  free(p->in_coords);
+  free(p->pair_in);
+  free(p->pair_out);
+}

@@ -1,0 +1,8 @@
+#!/bin/sh
+# Runs the C test suite and the README example from build directory $1.
+set -e
+B=${1:-build}
+echo "== README example"
+"$B/readme_example"
+echo "== test suite"
+exec "$B/vc_tests"

@@ -1,0 +1,99 @@
+/* util.c — random data and comparisons for the tests. */
+#include "vc_test.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+void vc_test_seed(uint64_t s) { rng_state = s ? s : 0x9e3779b97f4a7c15ull; }
+
+uint64_t vc_rand_u64(void) { /* xorshift64* */
+  rng_state ^= rng_state >> 12;
+  rng_state ^= rng_state << 25;
+  rng_state ^= rng_state >> 27;
+  return rng_state * 0x2545f4914f6cdd1dull;
+}
+
+double vc_rand_uniform(double lo, double hi) { return lo + (hi - lo) * ((vc_rand_u64() >> 11) * 0x1p-53); }
+
+int32_t vc_rand_int(int32_t lo, int32_t hi) { return lo + (int32_t)(vc_rand_u64() % (uint64_t)(hi - lo + 1)); }
+
+int32_t *vc_rand_coords(int64_t n, int32_t nb, int32_t lo, int32_t hi) {
+  int32_t *c = malloc((size_t)(n ? n : 1) * 4 * sizeof *c);
+  int64_t side = (int64_t)hi - lo + 1, cells = nb * side * side * side;
+  if (n > cells) n = cells;
+  /* rejection with a small open-addressed set of flat indices */
+  int64_t cap = 64;
+  while (cap < 4 * n) cap <<= 1;
+  int64_t *set = malloc((size_t)cap * sizeof *set);
+  memset(set, 0xff, (size_t)cap * sizeof *set);
+  for (int64_t i = 0; i < n;) {
+    int64_t f = (int64_t)(vc_rand_u64() % (uint64_t)cells), h = (f * 0x9e3779b97f4a7c15ll) & (cap - 1);
+    while (set[h] >= 0 && set[h] != f) h = (h + 1) & (cap - 1);
+    if (set[h] == f) continue;
+    set[h] = f;
+    c[4 * i + 3] = (int32_t)(f % side) + lo, f /= side;
+    c[4 * i + 2] = (int32_t)(f % side) + lo, f /= side;
+    c[4 * i + 1] = (int32_t)(f % side) + lo, f /= side;
+    c[4 * i + 0] = (int32_t)f;
+    i++;
+  }
+  free(set);
+  return c;
+}
+
+void *vc_rand_tensor(vc_dtype dt, int64_t n, double **as_f64) {
+  size_t e = vc_dtype_size(dt);
+  float *f = malloc((size_t)(n ? n : 1) * sizeof *f);
+  void *t = malloc((size_t)(n ? n : 1) * e);
+  for (int64_t i = 0; i < n; i++) f[i] = (float)vc_rand_uniform(-1, 1);
+  vc_convert_from_f32(dt, f, t, n);
+  free(f);
+  if (as_f64) *as_f64 = vc_to_f64(dt, t, n);
+  return t;
+}
+
+double *vc_to_f64(vc_dtype dt, const void *src, int64_t n) {
+  float *f = malloc((size_t)(n ? n : 1) * sizeof *f);
+  double *d = malloc((size_t)(n ? n : 1) * sizeof *d);
+  vc_convert_to_f32(dt, src, f, n);
+  for (int64_t i = 0; i < n; i++) d[i] = f[i];
+  free(f);
+  return d;
+}
+
+void vc_poison(vc_dtype dt, void *dst, int64_t n) {
+  if (dt == VC_DTYPE_F32) {
+    for (int64_t i = 0; i < n; i++) ((float *)dst)[i] = NAN;
+  } else {
+    uint16_t v = dt == VC_DTYPE_F16 ? 0x7e00 : 0x7fc0;
+    for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = v;
+  }
+}
+
+double vc_rel_err(const double *out, const double *ref, int64_t n) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < n; i++) {
+    if (!isfinite(out[i])) return 1.0;
+    num += (out[i] - ref[i]) * (out[i] - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  if (den == 0) return sqrt(num);
+  return sqrt(num / den);
+}
+
+double vc_tolerance(vc_dtype dt, vc_math m) {
+  if (dt == VC_DTYPE_F32) return m == VC_MATH_TF32 ? 1e-3 : 1e-5;
+  return 1e-2;
+}
+
+const char *vc_dtype_name(vc_dtype dt) {
+  return dt == VC_DTYPE_F32 ? "f32" : dt == VC_DTYPE_F16 ? "f16" : dt == VC_DTYPE_BF16 ? "bf16" : "?";
+}
+
+const char *vc_kind_name(vc_conv_kind k) {
+  static const char *n[] = {"submanifold", "sparse", "inverse", "transposed"};
+  return (unsigned)k <= 3 ? n[k] : "?";
+}

@@ -1,0 +1,67 @@
+/* vc_test.h — the tiny test harness: CHECK records a failure and goes on; each test file
+ * exports a NULL-terminated table of cases that main.c runs. */
+#ifndef VC_TEST_H
+#define VC_TEST_H
+
+#include "voxconv.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct vc_test_case {
+  const char *name;
+  void (*fn)(void);
+} vc_test_case;
+
+void vc_test_fail(const char *file, int line, const char *expr, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* CHECK(cond, "printf-style context", ...): on failure prints file:line, the expression
+ * and the context, and marks the running test failed. */
+#define CHECK(cond, ...)                                                                   \
+  do {                                                                                     \
+    if (!(cond)) vc_test_fail(__FILE__, __LINE__, #cond, __VA_ARGS__);                     \
+  } while (0)
+
+/* Status and message check for the bad-input tests: the call must return `want` and the
+ * context's last error must contain `needle`. */
+#define CHECK_STATUS(ctx, call, want, needle)                                              \
+  do {                                                                                     \
+    vc_status st_ = (call);                                                                \
+    CHECK(st_ == (want), "%s returned %s, expected %s (last error: %s)", #call,            \
+          vc_status_string(st_), vc_status_string(want), vc_last_error(ctx));              \
+    CHECK(vc_test_contains(vc_last_error(ctx), needle), "%s: message '%s' lacks '%s'",     \
+          #call, vc_last_error(ctx), needle);                                              \
+  } while (0)
+
+#define CHECK_OK(ctx, call)                                                                \
+  do {                                                                                     \
+    vc_status st_ = (call);                                                                \
+    CHECK(st_ == VC_OK, "%s returned %s: %s", #call, vc_status_string(st_),                \
+          vc_last_error(ctx));                                                             \
+  } while (0)
+
+bool vc_test_contains(const char *hay, const char *needle);
+
+/* ---- util.c: random data, coordinates, comparisons ---- */
+/* Seeded per test from VC_TEST_SEED (default: time) so failures can be replayed. */
+uint64_t vc_rand_u64(void);
+double vc_rand_uniform(double lo, double hi);
+int32_t vc_rand_int(int32_t lo, int32_t hi); /* inclusive */
+/* n unique random sites: batches [0, nb), each axis in [lo, hi]. Caller frees. */
+int32_t *vc_rand_coords(int64_t n, int32_t nb, int32_t lo, int32_t hi);
+/* Random values in [-1, 1) stored as dtype; also returns the stored values as f64. */
+void *vc_rand_tensor(vc_dtype dt, int64_t n, double **as_f64);
+/* Reads n values of dtype into a fresh f64 array. */
+double *vc_to_f64(vc_dtype dt, const void *src, int64_t n);
+/* Fills n elements with NaN of dtype, so unwritten outputs are caught. */
+void vc_poison(vc_dtype dt, void *dst, int64_t n);
+/* ||out - ref|| / ||ref|| (1 if out has NaN; |out| if ref is 0). */
+double vc_rel_err(const double *out, const double *ref, int64_t n);
+/* DESIGN.md §6 tolerance for a dtype/math. */
+double vc_tolerance(vc_dtype dt, vc_math m);
+const char *vc_dtype_name(vc_dtype dt);
+const char *vc_kind_name(vc_conv_kind k);
+
+#endif
