@@ -149,6 +149,7 @@ vc_status vc_context_create(vc_device_kind kind, int device, vc_context **out);
 /* Frees the context. Plans made from it must be destroyed first. NULL is fine. */
 void vc_context_destroy(vc_context *ctx);
 
+/* The context's device kind (VC_DEVICE_CPU for NULL). */
 vc_device_kind vc_context_device_kind(const vc_context *ctx);
 
 /* ---- descriptors -------------------------------------------------------------------- */
@@ -235,7 +236,8 @@ vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, const vc_co
 /* ---- helpers ------------------------------------------------------------------------ */
 
 /* Converts n values between f32 and f16/bf16 storage (round to nearest even; NaN stays
- * NaN). Host memory. Errors: VC_ERR_INVALID_ARGUMENT (NULL with n > 0, bad dtype). */
+ * NaN). Host memory. Errors: VC_ERR_INVALID_ARGUMENT (NULL with n > 0, bad dtype),
+ * recorded in the thread's context-less slot: vc_last_error(NULL). */
 vc_status vc_convert_from_f32(vc_dtype to, const float *src, void *dst, int64_t n);
 vc_status vc_convert_to_f32(vc_dtype from, const void *src, float *dst, int64_t n);
 

@@ -1,9 +1,9 @@
 #!/bin/sh
-# Installs the build's packages on a Debian machine when they are missing: OpenBLAS (the
-# CPU GEMM). Quiet when everything is there.
+# Installs the build's packages on a Debian machine when they are missing: the OpenMP build
+# of OpenBLAS (the CPU GEMM; it shares voxconv's OpenMP thread pool). Quiet when present.
 set -e
 missing=""
-[ -f /usr/include/x86_64-linux-gnu/cblas.h ] || [ -f /usr/include/cblas.h ] || [ -f /usr/include/openblas/cblas.h ] || missing="$missing libopenblas-dev"
+ls /usr/lib/*/openblas-openmp/libopenblas.so >/dev/null 2>&1 || missing="$missing libopenblas-openmp-dev"
 [ -z "$missing" ] && exit 0
 echo "install-deps: installing$missing"
 SUDO=""

@@ -52,21 +52,47 @@ typedef struct tensor_ref {
   bool optional;
 } tensor_ref;
 
+/* The tensors of each pass, inputs first, then outputs; element counts are computed only
+ * after the arguments are known to be in range. */
+static int pass_tensors(const vc_plan *p, const vc_conv_args *a, vc_pass pass, const void *const ptr[4],
+                        tensor_ref t[4], int *n_outputs) {
+  const int64_t ci = a->in_channels, co = a->out_channels, nx = p->n_in * ci, ny = p->n_out * co;
+  const int64_t nw = co * p->kvol * ci;
+  switch (pass) {
+  case VC_PASS_FORWARD:
+    t[0] = (tensor_ref){"x", ptr[0], nx, false}, t[1] = (tensor_ref){"w", ptr[1], nw, false};
+    t[2] = (tensor_ref){"bias", ptr[2], co, true}, t[3] = (tensor_ref){"y", ptr[3], ny, false};
+    *n_outputs = 1;
+    return 4;
+  case VC_PASS_BACKWARD_DATA:
+    t[0] = (tensor_ref){"dy", ptr[0], ny, false}, t[1] = (tensor_ref){"w", ptr[1], nw, false};
+    t[2] = (tensor_ref){"dx", ptr[2], nx, false};
+    *n_outputs = 1;
+    return 3;
+  default:
+    t[0] = (tensor_ref){"x", ptr[0], nx, false}, t[1] = (tensor_ref){"dy", ptr[1], ny, false};
+    t[2] = (tensor_ref){"dw", ptr[2], nw, false}, t[3] = (tensor_ref){"db", ptr[3], co, true};
+    *n_outputs = 2;
+    return 4;
+  }
+}
+
 /* Common checks of one execute call: context, plan, args, pointers, aliasing, workspace. */
 static vc_status call_validate(vc_context *ctx, const vc_plan *p, const vc_conv_args *args, vc_pass pass,
-                               vc_conv_args *a, const tensor_ref *t, int nt, int n_outputs,
-                               const void *ws, size_t ws_bytes) {
+                               vc_conv_args *a, const void *const ptr[4], const void *ws, size_t ws_bytes) {
   const char *fn = pass_fn[pass];
   if (!ctx) return vc_fail(NULL, VC_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
   if (!p) return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: plan is NULL", fn);
   if (p->ctx != ctx) return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: plan belongs to a different context", fn);
   vc_status s = args_validate(ctx, fn, args, a);
   if (s != VC_OK) return s;
+  tensor_ref t[4];
+  int n_outputs, nt = pass_tensors(p, a, pass, ptr, t, &n_outputs);
   size_t esz = vc_dtype_size(a->dtype);
   for (int i = 0; i < nt; i++)
     if (!t[i].ptr && t[i].elems > 0 && !t[i].optional)
       return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, t[i].name);
-  /* Outputs come last in t[]; none may overlap any other tensor. */
+  /* No output may overlap any other tensor. */
   for (int o = nt - n_outputs; o < nt; o++) {
     if (!t[o].ptr || t[o].elems == 0) continue;
     uintptr_t o0 = (uintptr_t)t[o].ptr, o1 = o0 + (uintptr_t)t[o].elems * esz;
@@ -92,13 +118,8 @@ static vc_status call_validate(vc_context *ctx, const vc_plan *p, const vc_conv_
 vc_status vc_conv_forward(vc_context *ctx, const vc_plan *p, const vc_conv_args *args, const void *x,
                           const void *w, const void *bias, void *y, void *ws, size_t ws_bytes, void *stream) {
   vc_conv_args a;
-  int64_t ci = args ? args->in_channels : 0, co = args ? args->out_channels : 0;
-  int64_t nin = p ? p->n_in : 0, nout = p ? p->n_out : 0, kv = p ? p->kvol : 0;
-  tensor_ref t[4] = {{"x", x, nin * ci, false},
-                     {"w", w, co * kv * ci, false},
-                     {"bias", bias, co, true},
-                     {"y", y, nout * co, false}};
-  vc_status s = call_validate(ctx, p, args, VC_PASS_FORWARD, &a, t, 4, 1, ws, ws_bytes);
+  const void *ptr[4] = {x, w, bias, y};
+  vc_status s = call_validate(ctx, p, args, VC_PASS_FORWARD, &a, ptr, ws, ws_bytes);
   if (s != VC_OK) return s;
   return ctx->backend->forward(ctx, p, &a, x, w, bias, y, ws, ws_bytes, stream);
 }
@@ -106,10 +127,8 @@ vc_status vc_conv_forward(vc_context *ctx, const vc_plan *p, const vc_conv_args 
 vc_status vc_conv_backward_data(vc_context *ctx, const vc_plan *p, const vc_conv_args *args, const void *dy,
                                 const void *w, void *dx, void *ws, size_t ws_bytes, void *stream) {
   vc_conv_args a;
-  int64_t ci = args ? args->in_channels : 0, co = args ? args->out_channels : 0;
-  int64_t nin = p ? p->n_in : 0, nout = p ? p->n_out : 0, kv = p ? p->kvol : 0;
-  tensor_ref t[3] = {{"dy", dy, nout * co, false}, {"w", w, co * kv * ci, false}, {"dx", dx, nin * ci, false}};
-  vc_status s = call_validate(ctx, p, args, VC_PASS_BACKWARD_DATA, &a, t, 3, 1, ws, ws_bytes);
+  const void *ptr[4] = {dy, w, dx, NULL};
+  vc_status s = call_validate(ctx, p, args, VC_PASS_BACKWARD_DATA, &a, ptr, ws, ws_bytes);
   if (s != VC_OK) return s;
   return ctx->backend->backward_data(ctx, p, &a, dy, w, dx, ws, ws_bytes, stream);
 }
@@ -117,13 +136,8 @@ vc_status vc_conv_backward_data(vc_context *ctx, const vc_plan *p, const vc_conv
 vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, const vc_conv_args *args, const void *x,
                                   const void *dy, void *dw, void *db, void *ws, size_t ws_bytes, void *stream) {
   vc_conv_args a;
-  int64_t ci = args ? args->in_channels : 0, co = args ? args->out_channels : 0;
-  int64_t nin = p ? p->n_in : 0, nout = p ? p->n_out : 0, kv = p ? p->kvol : 0;
-  tensor_ref t[4] = {{"x", x, nin * ci, false},
-                     {"dy", dy, nout * co, false},
-                     {"dw", dw, co * kv * ci, false},
-                     {"db", db, co, true}};
-  vc_status s = call_validate(ctx, p, args, VC_PASS_BACKWARD_WEIGHT, &a, t, 4, 2, ws, ws_bytes);
+  const void *ptr[4] = {x, dy, dw, db};
+  vc_status s = call_validate(ctx, p, args, VC_PASS_BACKWARD_WEIGHT, &a, ptr, ws, ws_bytes);
   if (s != VC_OK) return s;
   return ctx->backend->backward_weight(ctx, p, &a, x, dy, dw, db, ws, ws_bytes, stream);
 }

@@ -51,7 +51,7 @@ vc_status vc_convert_from_f32(vc_dtype to, const float *src, void *dst, int64_t 
   if (n > 0 && (!src || !dst))
     return vc_fail(NULL, VC_ERR_INVALID_ARGUMENT, "vc_convert_from_f32: %s is NULL", src ? "dst" : "src");
   switch (to) {
-  case VC_DTYPE_F32: memmove(dst, src, (size_t)n * 4); return VC_OK;
+  case VC_DTYPE_F32: if (n) memmove(dst, src, (size_t)n * 4); return VC_OK;
   case VC_DTYPE_F16:
     for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = vc_float_to_half(src[i]);
     return VC_OK;
@@ -67,7 +67,7 @@ vc_status vc_convert_to_f32(vc_dtype from, const void *src, float *dst, int64_t 
   if (n > 0 && (!src || !dst))
     return vc_fail(NULL, VC_ERR_INVALID_ARGUMENT, "vc_convert_to_f32: %s is NULL", src ? "dst" : "src");
   switch (from) {
-  case VC_DTYPE_F32: memmove(dst, src, (size_t)n * 4); return VC_OK;
+  case VC_DTYPE_F32: if (n) memmove(dst, src, (size_t)n * 4); return VC_OK;
   case VC_DTYPE_F16:
     for (int64_t i = 0; i < n; i++) dst[i] = vc_half_to_float(((const uint16_t *)src)[i]);
     return VC_OK;

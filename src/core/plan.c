@@ -94,9 +94,9 @@ static vc_status paired_validate(vc_context *ctx, const vc_conv_desc *d, const i
 
 vc_status vc_plan_create(vc_context *ctx, const vc_conv_desc *desc, const int32_t *coords, int64_t n,
                          const vc_plan *paired, void *stream, vc_plan **out) {
+  if (out) *out = NULL;
   if (!ctx) return vc_fail(NULL, VC_ERR_INVALID_ARGUMENT, "vc_plan_create: ctx is NULL");
   if (!out) return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "vc_plan_create: out is NULL");
-  *out = NULL;
   if (!desc) return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "vc_plan_create: desc is NULL");
   vc_conv_desc d;
   vc_status s = desc_validate(ctx, desc, &d);

@@ -2,7 +2,6 @@
  * input and output rows swapped and the weight slice used untransposed. */
 #include "cpu.h"
 
-#include <cblas.h>
 #include <string.h>
 
 static void backward_data_reference(const vc_plan *p, const vc_conv_args *a, const void *dy, const void *w,
@@ -11,7 +10,7 @@ static void backward_data_reference(const vc_plan *p, const vc_conv_args *a, con
   double *acc = part[0], *dy64 = part[1], *w64 = part[2];
   vc_cpu_to_f64(dy64, dy, a->dtype, p->n_out * co);
   vc_cpu_to_f64(w64, w, a->dtype, co * K * ci);
-  memset(acc, 0, (size_t)(p->n_in * ci) * sizeof *acc);
+  if (p->n_in) memset(acc, 0, (size_t)(p->n_in * ci) * sizeof *acc);
   for (int64_t r = 0; r < K; r++) {
     /* Within one offset every input row appears once. */
 #pragma omp parallel for schedule(static)
@@ -29,35 +28,22 @@ static void backward_data_reference(const vc_plan *p, const vc_conv_args *a, con
 
 static void backward_data_explicit(const vc_plan *p, const vc_conv_args *a, const void *dy, const void *w,
                                    void *dx, void *part[]) {
-  const int64_t ci = a->in_channels, co = a->out_channels, K = p->kvol, ch = vc_cpu_chunk_rows(p);
+  const int64_t ci = a->in_channels, co = a->out_channels, K = p->kvol;
   const bool f32 = a->dtype == VC_DTYPE_F32;
-  const float *w32 = f32 ? w : part[0];
-  float *acc = f32 ? dx : part[1], *ga = part[2], *gc = part[3];
+  float *acc = f32 ? dx : part[1];
   if (!f32) vc_cpu_to_f32(part[0], w, a->dtype, co * K * ci);
   vc_cpu_fill_rows(acc, p->n_in, ci, NULL, a->dtype);
-  for (int64_t r = 0; r < K; r++) {
-    for (int64_t b = p->offsets[r]; b < p->offsets[r + 1]; b += ch) {
-      const int64_t m = p->offsets[r + 1] - b < ch ? p->offsets[r + 1] - b : ch;
-      vc_cpu_gather_rows(ga, dy, a->dtype, co, p->pair_out + b, m);
-      /* gc[m, ci] = ga[m, co] * W_r, W_r[c, k] = w[(c*K + r)*ci + k] */
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)ci, (int)co, 1.0f, ga, (int)co,
-                  w32 + r * ci, (int)(K * ci), 0.0f, gc, (int)ci);
-      vc_cpu_scatter_add_rows(acc, ci, gc, p->pair_in + b, m);
-    }
-  }
+  vc_cpu_gather_gemm_scatter(p, dy, a->dtype, co, true, f32 ? w : part[0], ci, false, acc, part[2], part[3]);
   if (!f32) vc_cpu_from_f32(dx, a->dtype, acc, p->n_in * ci);
 }
 
 vc_status vc_cpu_backward_data(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, const void *dy,
                                const void *w, void *dx, void *ws, size_t ws_bytes, void *stream) {
-  (void)ws_bytes, (void)stream;
-  vc_cpu_ws layout;
-  vc_status s = vc_cpu_ws_layout(p, a, VC_PASS_BACKWARD_DATA, &layout);
-  if (s != VC_OK) return s;
-  void *part[VC_WS_MAX_PARTS];
-  vc_cpu_ws_split(&layout, ws, part);
+  (void)ctx, (void)ws_bytes, (void)stream;
   vc_algo algo;
-  vc_cpu_pick_algo(ctx, a, &algo);
+  void *part[VC_WS_MAX_PARTS];
+  vc_status s = vc_cpu_pass_begin(p, a, VC_PASS_BACKWARD_DATA, ws, &algo, part);
+  if (s != VC_OK) return s;
   if (algo == VC_ALGO_REFERENCE)
     backward_data_reference(p, a, dy, w, dx, part);
   else

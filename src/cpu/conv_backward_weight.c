@@ -47,14 +47,11 @@ static void backward_weight_explicit(const vc_plan *p, const vc_conv_args *a, co
 
 vc_status vc_cpu_backward_weight(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, const void *x,
                                  const void *dy, void *dw, void *db, void *ws, size_t ws_bytes, void *stream) {
-  (void)ws_bytes, (void)stream;
-  vc_cpu_ws layout;
-  vc_status s = vc_cpu_ws_layout(p, a, VC_PASS_BACKWARD_WEIGHT, &layout);
-  if (s != VC_OK) return s;
-  void *part[VC_WS_MAX_PARTS];
-  vc_cpu_ws_split(&layout, ws, part);
+  (void)ctx, (void)ws_bytes, (void)stream;
   vc_algo algo;
-  vc_cpu_pick_algo(ctx, a, &algo);
+  void *part[VC_WS_MAX_PARTS];
+  vc_status s = vc_cpu_pass_begin(p, a, VC_PASS_BACKWARD_WEIGHT, ws, &algo, part);
+  if (s != VC_OK) return s;
   if (algo == VC_ALGO_REFERENCE)
     backward_weight_reference(p, a, x, dy, dw, part);
   else

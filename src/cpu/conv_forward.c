@@ -3,7 +3,6 @@
  * one SGEMM against the offset's weight slice, scatter-add into f32 output rows. */
 #include "cpu.h"
 
-#include <cblas.h>
 #include <string.h>
 
 static void forward_reference(const vc_plan *p, const vc_conv_args *a, const void *x, const void *w,
@@ -12,7 +11,7 @@ static void forward_reference(const vc_plan *p, const vc_conv_args *a, const voi
   double *acc = part[0], *x64 = part[1], *w64 = part[2];
   vc_cpu_to_f64(x64, x, a->dtype, p->n_in * ci);
   vc_cpu_to_f64(w64, w, a->dtype, co * K * ci);
-  memset(acc, 0, (size_t)(p->n_out * co) * sizeof *acc);
+  if (p->n_out) memset(acc, 0, (size_t)(p->n_out * co) * sizeof *acc);
   if (bias && p->n_out > 0) { /* bias into row 0, then copied to every row */
     vc_cpu_to_f64(acc, bias, a->dtype, co);
     for (int64_t o = 1; o < p->n_out; o++) memcpy(acc + o * co, acc, (size_t)co * sizeof *acc);
@@ -36,35 +35,22 @@ static void forward_reference(const vc_plan *p, const vc_conv_args *a, const voi
 
 static void forward_explicit(const vc_plan *p, const vc_conv_args *a, const void *x, const void *w,
                              const void *bias, void *y, void *part[]) {
-  const int64_t ci = a->in_channels, co = a->out_channels, K = p->kvol, ch = vc_cpu_chunk_rows(p);
+  const int64_t ci = a->in_channels, co = a->out_channels, K = p->kvol;
   const bool f32 = a->dtype == VC_DTYPE_F32;
-  const float *w32 = f32 ? w : part[0];
-  float *acc = f32 ? y : part[1], *ga = part[2], *gc = part[3];
+  float *acc = f32 ? y : part[1];
   if (!f32) vc_cpu_to_f32(part[0], w, a->dtype, co * K * ci);
   vc_cpu_fill_rows(acc, p->n_out, co, bias, a->dtype);
-  for (int64_t r = 0; r < K; r++) {
-    for (int64_t b = p->offsets[r]; b < p->offsets[r + 1]; b += ch) {
-      const int64_t m = p->offsets[r + 1] - b < ch ? p->offsets[r + 1] - b : ch;
-      vc_cpu_gather_rows(ga, x, a->dtype, ci, p->pair_in + b, m);
-      /* gc[m, co] = ga[m, ci] * W_r^T, W_r[c, k] = w[(c*K + r)*ci + k] */
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)co, (int)ci, 1.0f, ga, (int)ci,
-                  w32 + r * ci, (int)(K * ci), 0.0f, gc, (int)co);
-      vc_cpu_scatter_add_rows(acc, co, gc, p->pair_out + b, m);
-    }
-  }
+  vc_cpu_gather_gemm_scatter(p, x, a->dtype, ci, false, f32 ? w : part[0], co, true, acc, part[2], part[3]);
   if (!f32) vc_cpu_from_f32(y, a->dtype, acc, p->n_out * co);
 }
 
 vc_status vc_cpu_forward(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, const void *x, const void *w,
                          const void *bias, void *y, void *ws, size_t ws_bytes, void *stream) {
   (void)ctx, (void)ws_bytes, (void)stream;
-  vc_cpu_ws layout;
-  vc_status s = vc_cpu_ws_layout(p, a, VC_PASS_FORWARD, &layout);
-  if (s != VC_OK) return s;
-  void *part[VC_WS_MAX_PARTS];
-  vc_cpu_ws_split(&layout, ws, part);
   vc_algo algo;
-  vc_cpu_pick_algo(ctx, a, &algo);
+  void *part[VC_WS_MAX_PARTS];
+  vc_status s = vc_cpu_pass_begin(p, a, VC_PASS_FORWARD, ws, &algo, part);
+  if (s != VC_OK) return s;
   if (algo == VC_ALGO_REFERENCE)
     forward_reference(p, a, x, w, bias, y, part);
   else

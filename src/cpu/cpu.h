@@ -51,6 +51,18 @@ vc_status vc_cpu_ws_layout(const vc_plan *p, const vc_conv_args *a, vc_pass pass
 void vc_cpu_ws_split(const vc_cpu_ws *ws, void *base, void *part[VC_WS_MAX_PARTS]);
 /* Rows per gather/GEMM/scatter chunk. */
 int64_t vc_cpu_chunk_rows(const vc_plan *p);
+/* Every pass starts here: resolves the algorithm and splits the workspace into its parts. */
+vc_status vc_cpu_pass_begin(const vc_plan *p, const vc_conv_args *a, vc_pass pass, void *ws, vc_algo *algo,
+                            void *part[VC_WS_MAX_PARTS]);
+
+/* The explicit gather -> GEMM -> scatter loop shared by forward and backward-data: for every
+ * offset r and chunk of its pairs, acc[dst_idx] += f32(src[src_idx]) * op(W_r), where W_r is
+ * the [co, ci] slice of w32 at column r*ci (row stride K*ci), op = transpose when
+ * `transpose_w` (forward: ci -> co) and identity otherwise (backward-data: co -> ci).
+ * `from_out` says the source rows are the pairs' output rows. */
+void vc_cpu_gather_gemm_scatter(const vc_plan *p, const void *src, vc_dtype dt, int64_t c_src, bool from_out,
+                                const float *w32, int64_t c_dst, bool transpose_w, float *acc, float *ga,
+                                float *gc);
 
 /* ---- the passes: conv_forward.c, conv_backward_data.c, conv_backward_weight.c ---- */
 vc_status vc_cpu_forward(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, const void *x,

@@ -1,6 +1,7 @@
 /* rows.c — moving rows between tensors of any storage dtype and f32/f64 buffers. */
 #include "cpu.h"
 
+#include <cblas.h>
 #include <string.h>
 
 static inline float load_f32(const void *src, vc_dtype dt, int64_t i) {
@@ -12,6 +13,7 @@ static inline float load_f32(const void *src, vc_dtype dt, int64_t i) {
 }
 
 void vc_cpu_to_f32(float *dst, const void *src, vc_dtype dt, int64_t n) {
+  if (n == 0) return;
   if (dt == VC_DTYPE_F32) {
     memcpy(dst, src, (size_t)n * sizeof(float));
     return;
@@ -21,6 +23,7 @@ void vc_cpu_to_f32(float *dst, const void *src, vc_dtype dt, int64_t n) {
 }
 
 void vc_cpu_from_f32(void *dst, vc_dtype dt, const float *src, int64_t n) {
+  if (n == 0) return;
   switch (dt) {
   case VC_DTYPE_F16:
 #pragma omp parallel for schedule(static) if (n > 65536)
@@ -91,5 +94,21 @@ void vc_cpu_column_sums(void *db, vc_dtype dt, const void *dy, int64_t n, int64_
     double s = 0;
     for (int64_t i = 0; i < n; i++) s += load_f32(dy, dt, i * c + k);
     vc_cpu_from_f64((char *)db + k * (int64_t)vc_dtype_size(dt), dt, &s, 1);
+  }
+}
+
+void vc_cpu_gather_gemm_scatter(const vc_plan *p, const void *src, vc_dtype dt, int64_t c_src, bool from_out,
+                                const float *w32, int64_t c_dst, bool transpose_w, float *acc, float *ga,
+                                float *gc) {
+  const int64_t K = p->kvol, ch = vc_cpu_chunk_rows(p), ci = transpose_w ? c_src : c_dst;
+  const int32_t *src_idx = from_out ? p->pair_out : p->pair_in, *dst_idx = from_out ? p->pair_in : p->pair_out;
+  for (int64_t r = 0; r < K; r++) {
+    for (int64_t b = p->offsets[r]; b < p->offsets[r + 1]; b += ch) {
+      const int64_t m = p->offsets[r + 1] - b < ch ? p->offsets[r + 1] - b : ch;
+      vc_cpu_gather_rows(ga, src, dt, c_src, src_idx + b, m);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, transpose_w ? CblasTrans : CblasNoTrans, (int)m, (int)c_dst,
+                  (int)c_src, 1.0f, ga, (int)c_src, w32 + r * ci, (int)(K * ci), 0.0f, gc, (int)c_dst);
+      vc_cpu_scatter_add_rows(acc, c_dst, gc, dst_idx + b, m);
+    }
   }
 }

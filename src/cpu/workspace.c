@@ -70,3 +70,12 @@ void vc_cpu_ws_split(const vc_cpu_ws *ws, void *base, void *part[VC_WS_MAX_PARTS
     at += (uintptr_t)vc_round_up((int64_t)ws->bytes[i], VC_WS_ALIGN);
   }
 }
+
+vc_status vc_cpu_pass_begin(const vc_plan *p, const vc_conv_args *a, vc_pass pass, void *ws, vc_algo *algo,
+                            void *part[VC_WS_MAX_PARTS]) {
+  vc_cpu_ws layout;
+  vc_status s = vc_cpu_ws_layout(p, a, pass, &layout);
+  if (s != VC_OK) return s;
+  vc_cpu_ws_split(&layout, ws, part);
+  return vc_cpu_pick_algo(p->ctx, a, algo);
+}
