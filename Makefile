@@ -14,8 +14,8 @@ OPENMP  := -fopenmp
 # The OpenMP build of OpenBLAS: its GEMM threads are the same pool as our gather/scatter
 # loops. With the pthreads build the two pools spin against each other (5x slower on 2 cores).
 BLAS_DIR   = $(shell ls -d /usr/lib/*/openblas-openmp 2>/dev/null | head -n 1)
-BLAS_LIBS := $(if $(BLAS_DIR),-L$(BLAS_DIR) -Wl$(comma)-rpath$(comma)$(BLAS_DIR)) -lopenblas
-LIBS    := $(BLAS_LIBS) $(OPENMP) -lm -lpthread
+BLAS_LIBS  = $(if $(BLAS_DIR),-L$(BLAS_DIR) -Wl$(comma)-rpath$(comma)$(BLAS_DIR)) -lopenblas
+LIBS     = $(BLAS_LIBS) $(OPENMP) -lm -lpthread
 
 CORE_SRCS := $(wildcard src/core/*.c)
 CPU_SRCS  := $(wildcard src/cpu/*.c)
