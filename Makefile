@@ -22,6 +22,7 @@ CPU_SRCS  := $(wildcard src/cpu/*.c)
 CUDA_SRCS := $(wildcard src/cuda/*.cu)
 TOOL_SRCS := $(wildcard tools/*.c)
 TEST_SRCS := $(wildcard tests/*.c)
+GPU_TEST_SRCS := $(wildcard tests/gpu/*.c)
 
 NVCC := $(shell command -v nvcc 2>/dev/null)
 ifneq ($(NVCC),)
@@ -33,15 +34,17 @@ endif
 LIB_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(CORE_SRCS) $(CPU_SRCS))
 ifdef HAVE_CUDA
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
-CPPFLAGS_VC += -DVC_HAVE_CUDA
+CPPFLAGS_VC += -DVC_HAVE_CUDA -I$(CUDA_HOME)/include
 NVCCFLAGS ?= -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_80,code=sm_80 -Xcompiler -fPIC
 LIB_OBJS += $(patsubst %.cu,$(BUILD)/%.o,$(CUDA_SRCS))
-LIBS += -L$(CUDA_HOME)/lib64 -lcudart -lcublas
+LIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
 endif
 TOOL_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(TOOL_SRCS))
 TEST_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(TEST_SRCS))
+# The GPU tests reuse the CPU suite's helpers (util.c, dense.c), not its main.
+GPU_TEST_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(GPU_TEST_SRCS) tests/util.c tests/dense.c)
 
-.PHONY: all deps test demo asan bench clean help
+.PHONY: all deps test demo asan bench gpu-tests clean help
 all: deps $(BUILD)/libvoxconv.a $(BUILD)/libvoxconv.so $(BUILD)/voxconv
 
 help:
@@ -84,7 +87,13 @@ $(BUILD)/readme_example: $(BUILD)/readme_example.c $(BUILD)/libvoxconv.a
 $(BUILD)/vc_tests: $(TEST_OBJS) $(BUILD)/libvoxconv.a
 	$(CC) $(CFLAGS) -o $@ $(TEST_OBJS) $(BUILD)/libvoxconv.a $(LIBS)
 
-test: all $(BUILD)/vc_tests $(BUILD)/readme_example
+# GPU tests: built here when nvcc is present (CI compiles them), run by tests/gpu/run.sh.
+$(BUILD)/vc_gpu_tests: $(GPU_TEST_OBJS) $(BUILD)/libvoxconv.a
+	$(CC) $(CFLAGS) -o $@ $(GPU_TEST_OBJS) $(BUILD)/libvoxconv.a $(LIBS)
+
+gpu-tests: all $(if $(HAVE_CUDA),$(BUILD)/vc_gpu_tests)
+
+test: all $(BUILD)/vc_tests $(BUILD)/readme_example $(if $(GPU_TEST_SRCS),gpu-tests)
 	@sh tests/run.sh $(BUILD)
 
 demo: all

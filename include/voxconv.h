@@ -233,6 +233,30 @@ vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, const vc_co
                                   const void *x, const void *dy, void *dw, void *db,
                                   void *workspace, size_t workspace_bytes, void *stream);
 
+/* ---- algorithm choice --------------------------------------------------------------- */
+
+/* VC_ALGO_AUTO resolves, per pass, in this order:
+ *  1. the environment: VOXCONV_ALGO_FORWARD, VOXCONV_ALGO_BACKWARD_DATA,
+ *     VOXCONV_ALGO_BACKWARD_WEIGHT = reference | explicit | implicit | masked | grouped;
+ *  2. VOXCONV_DETERMINISTIC=1 restricts the choice to algorithms without atomics;
+ *  3. the tune cache: winners recorded by vc_conv_tune, kept in memory per context and in
+ *     the text file $VOXCONV_CACHE_DIR/tune-v1.txt (default ~/.cache/voxconv/), keyed by
+ *     (backend, device name, pass, ceil(log2 pairs), Ci, Co, kernel volume, dtype, math);
+ *  4. otherwise a fixed heuristic.
+ * Execute calls never tune (tuning synchronises); call vc_conv_tune once per layer shape. */
+
+/* The algorithm VC_ALGO_AUTO (or the forced a->algo) runs for this pass now.
+ * Errors: VC_ERR_INVALID_ARGUMENT, VC_ERR_UNSUPPORTED (forced algo not in this backend). */
+vc_status vc_conv_algo_for(const vc_plan *p, const vc_conv_args *a, vc_pass pass, vc_algo *algo);
+
+/* Times every algorithm this backend has for `pass` on random data of the plan's shape,
+ * records the fastest in the tune cache (memory and file) and returns it in *best (may be
+ * NULL). Unlike execute calls it allocates temporary buffers and synchronises `stream`.
+ * Errors: VC_ERR_INVALID_ARGUMENT, VC_ERR_OUT_OF_MEMORY, VC_ERR_DEVICE, VC_ERR_IO (cache file
+ * not writable: the winner is still kept in memory). */
+vc_status vc_conv_tune(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, vc_pass pass, void *stream,
+                       vc_algo *best);
+
 /* ---- helpers ------------------------------------------------------------------------ */
 
 /* Converts n values between f32 and f16/bf16 storage (round to nearest even; NaN stays
