@@ -81,6 +81,7 @@ vc_status vc_context_create(vc_device_kind kind, int device, vc_context **out) {
 void vc_context_destroy(vc_context *ctx) {
   if (!ctx) return;
   if (ctx->backend->context_release) ctx->backend->context_release(ctx);
+  vc_tune_release(ctx);
   free(ctx);
 }
 

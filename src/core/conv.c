@@ -6,7 +6,7 @@
 static const char *pass_fn[3] = {"vc_conv_forward", "vc_conv_backward_data", "vc_conv_backward_weight"};
 
 /* Copies the caller's args (possibly an older, shorter struct) and checks every field. */
-static vc_status args_validate(vc_context *ctx, const char *fn, const vc_conv_args *in, vc_conv_args *a) {
+vc_status vc_args_check(vc_context *ctx, const char *fn, const vc_conv_args *in, vc_conv_args *a) {
   if (!in) return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: args is NULL", fn);
   if (in->struct_size < sizeof(vc_conv_args))
     return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT,
@@ -40,7 +40,8 @@ vc_status vc_conv_workspace_size(const vc_plan *p, const vc_conv_args *args, vc_
   if ((unsigned)pass > VC_PASS_BACKWARD_WEIGHT)
     return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "vc_conv_workspace_size: pass = %d is not a vc_pass", (int)pass);
   vc_conv_args a;
-  vc_status s = args_validate(ctx, "vc_conv_workspace_size", args, &a);
+  vc_status s = vc_args_check(ctx, "vc_conv_workspace_size", args, &a);
+  if (s == VC_OK) s = vc_resolve_algo(ctx, p, &a, pass, &a.algo);
   if (s != VC_OK) return s;
   return ctx->backend->workspace_size(p, &a, pass, bytes);
 }
@@ -84,7 +85,8 @@ static vc_status call_validate(vc_context *ctx, const vc_plan *p, const vc_conv_
   if (!ctx) return vc_fail(NULL, VC_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
   if (!p) return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: plan is NULL", fn);
   if (p->ctx != ctx) return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: plan belongs to a different context", fn);
-  vc_status s = args_validate(ctx, fn, args, a);
+  vc_status s = vc_args_check(ctx, fn, args, a);
+  if (s == VC_OK) s = vc_resolve_algo(ctx, p, a, pass, &a->algo);
   if (s != VC_OK) return s;
   tensor_ref t[4];
   int n_outputs, nt = pass_tensors(p, a, pass, ptr, t, &n_outputs);

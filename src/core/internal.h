@@ -7,7 +7,18 @@
 #include <stdarg.h>
 #include <stdbool.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define VC_ERROR_LEN 512
+
+/* The key helpers below are shared with device code. */
+#ifdef __CUDACC__
+#define VC_HD __host__ __device__
+#else
+#define VC_HD
+#endif
 
 /* Packed 64-bit site key: batch in bits 51..62, x/y/z biased by -VC_COORD_MIN in 17 bits
  * each. Ascending keys are ascending (batch, x, y, z); bit 63 is never set, so all-ones
@@ -16,14 +27,14 @@
 #define VC_AXIS_BITS 17
 #define VC_AXIS_BIAS 65536
 
-static inline uint64_t vc_key_pack(int32_t b, int32_t x, int32_t y, int32_t z) {
+VC_HD static inline uint64_t vc_key_pack(int32_t b, int32_t x, int32_t y, int32_t z) {
   return ((uint64_t)(uint32_t)b << (3 * VC_AXIS_BITS)) |
          ((uint64_t)(uint32_t)(x + VC_AXIS_BIAS) << (2 * VC_AXIS_BITS)) |
          ((uint64_t)(uint32_t)(y + VC_AXIS_BIAS) << VC_AXIS_BITS) |
          (uint64_t)(uint32_t)(z + VC_AXIS_BIAS);
 }
 
-static inline void vc_key_unpack(uint64_t k, int32_t out[4]) {
+VC_HD static inline void vc_key_unpack(uint64_t k, int32_t out[4]) {
   const uint64_t m = (1u << VC_AXIS_BITS) - 1;
   out[0] = (int32_t)(k >> (3 * VC_AXIS_BITS));
   out[1] = (int32_t)((k >> (2 * VC_AXIS_BITS)) & m) - VC_AXIS_BIAS;
@@ -31,12 +42,17 @@ static inline void vc_key_unpack(uint64_t k, int32_t out[4]) {
   out[3] = (int32_t)(k & m) - VC_AXIS_BIAS;
 }
 
-static inline bool vc_site_in_range(int64_t b, int64_t x, int64_t y, int64_t z) {
+VC_HD static inline bool vc_site_in_range(int64_t b, int64_t x, int64_t y, int64_t z) {
   return b >= 0 && b < VC_BATCH_MAX && x >= VC_COORD_MIN && x <= VC_COORD_MAX &&
          y >= VC_COORD_MIN && y <= VC_COORD_MAX && z >= VC_COORD_MIN && z <= VC_COORD_MAX;
 }
 
 typedef struct vc_backend vc_backend;
+
+typedef struct vc_tune_entry {
+  char key[192];
+  vc_algo algo;
+} vc_tune_entry;
 
 struct vc_context {
   vc_device_kind kind;
@@ -44,6 +60,10 @@ struct vc_context {
   const vc_backend *backend;
   void *backend_state;
   char error[VC_ERROR_LEN];
+  /* tune cache (tune.c): loaded from the cache file on first use */
+  vc_tune_entry *tune;
+  int tune_count, tune_cap;
+  bool tune_loaded;
 };
 
 struct vc_plan {
@@ -86,6 +106,16 @@ struct vc_backend {
   vc_status (*backward_weight)(vc_context *ctx, const vc_plan *p, const vc_conv_args *a,
                                const void *x, const void *dy, void *dw, void *db, void *ws,
                                size_t ws_bytes, void *stream);
+  /* Algorithm choice (tune.c). Every function below receives a resolved a->algo where it
+   * matters; `algos` lists what the backend can run for a pass, the tuner's candidates
+   * first (at most 8), `n_tunable` of them. */
+  int (*algos)(const vc_plan *p, const vc_conv_args *a, vc_pass pass, vc_algo out[8], int *n_tunable);
+  vc_algo (*heuristic)(const vc_plan *p, const vc_conv_args *a, vc_pass pass);
+  bool (*deterministic)(vc_algo algo, vc_pass pass);
+  /* Median milliseconds of one pass with a->algo on random data (allocates, synchronises). */
+  vc_status (*time_pass)(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, vc_pass pass,
+                         void *stream, double *ms);
+  const char *(*device_name)(vc_context *ctx);
 };
 
 extern const vc_backend vc_cpu_backend;
@@ -101,6 +131,16 @@ vc_status vc_fail(vc_context *ctx, vc_status s, const char *fmt, ...)
 #endif
     ;
 
+/* tune.c: resolves VC_ALGO_AUTO (environment, determinism, tune cache, heuristic) and checks
+ * a forced algorithm against the backend; the result is never VC_ALGO_AUTO. */
+vc_status vc_resolve_algo(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, vc_pass pass,
+                          vc_algo *out);
+void vc_tune_release(vc_context *ctx);
+/* conv.c: copies caller args (possibly an older, shorter struct) and checks every field. */
+vc_status vc_args_check(vc_context *ctx, const char *fn, const vc_conv_args *in, vc_conv_args *a);
+const char *vc_algo_name(vc_algo a);
+const char *vc_pass_name(vc_pass p);
+
 /* Checks n host coordinate rows against the supported range; names the first bad row. */
 vc_status vc_check_coords(vc_context *ctx, const int32_t *coords, int64_t n);
 
@@ -110,6 +150,9 @@ uint16_t vc_float_to_half(float f);
 float vc_bf16_to_float(uint16_t h);
 uint16_t vc_float_to_bf16(float f);
 
-static inline int64_t vc_round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+VC_HD static inline int64_t vc_round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -28,4 +28,9 @@ const vc_backend vc_cpu_backend = {
     .forward = vc_cpu_forward,
     .backward_data = vc_cpu_backward_data,
     .backward_weight = vc_cpu_backward_weight,
+    .algos = vc_cpu_algos,
+    .heuristic = vc_cpu_heuristic,
+    .deterministic = vc_cpu_deterministic,
+    .time_pass = vc_cpu_time_pass,
+    .device_name = vc_cpu_device_name,
 };

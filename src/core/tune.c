@@ -1,0 +1,220 @@
+/* tune.c — which algorithm VC_ALGO_AUTO runs: the environment, the deterministic switch,
+ * the tune cache (memory + a text file written atomically), else the backend's heuristic. */
+#include "internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char *algo_names[] = {"auto", "reference", "explicit", "implicit", "masked", "grouped"};
+static const char *pass_names[] = {"forward", "backward_data", "backward_weight"};
+static const char *pass_env[] = {"VOXCONV_ALGO_FORWARD", "VOXCONV_ALGO_BACKWARD_DATA",
+                                 "VOXCONV_ALGO_BACKWARD_WEIGHT"};
+
+const char *vc_algo_name(vc_algo a) { return (unsigned)a <= VC_ALGO_GROUPED ? algo_names[a] : "?"; }
+const char *vc_pass_name(vc_pass p) { return (unsigned)p <= VC_PASS_BACKWARD_WEIGHT ? pass_names[p] : "?"; }
+
+static bool parse_algo(const char *s, vc_algo *out) {
+  for (int i = 1; i <= VC_ALGO_GROUPED; i++)
+    if (!strcmp(s, algo_names[i])) {
+      *out = (vc_algo)i;
+      return true;
+    }
+  return false;
+}
+
+static bool deterministic_mode(void) {
+  const char *e = getenv("VOXCONV_DETERMINISTIC");
+  return e && *e && strcmp(e, "0") != 0;
+}
+
+static bool backend_has(const vc_plan *p, const vc_conv_args *a, vc_pass pass, vc_algo algo) {
+  vc_algo list[8];
+  int n_tunable, n = p->ctx->backend->algos(p, a, pass, list, &n_tunable);
+  for (int i = 0; i < n; i++)
+    if (list[i] == algo) return true;
+  return false;
+}
+
+static void tune_key(const vc_plan *p, const vc_conv_args *a, vc_pass pass, char *key, size_t len) {
+  vc_context *ctx = p->ctx;
+  int lg = p->n_pairs > 1 ? (int)ceil(log2((double)p->n_pairs)) : 0;
+  static const char *dt[] = {"f32", "f16", "bf16"};
+  snprintf(key, len, "%s|%s|%s|%d|%lld|%lld|%d|%s|%s", ctx->backend->name, ctx->backend->device_name(ctx),
+           pass_names[pass], lg, (long long)a->in_channels, (long long)a->out_channels, p->kvol, dt[a->dtype],
+           a->math == VC_MATH_TF32 ? "tf32" : "f32");
+}
+
+/* The cache file's path: $VOXCONV_CACHE_DIR/tune-v1.txt, else ~/.cache/voxconv/tune-v1.txt. */
+static bool cache_path(char *path, size_t len, char *dir, size_t dlen) {
+  const char *d = getenv("VOXCONV_CACHE_DIR"), *home = getenv("HOME");
+  if (d && *d) snprintf(dir, dlen, "%s", d);
+  else if (home && *home) snprintf(dir, dlen, "%s/.cache/voxconv", home);
+  else return false;
+  snprintf(path, len, "%s/tune-v1.txt", dir);
+  return true;
+}
+
+static void cache_put(vc_context *ctx, const char *key, vc_algo algo) {
+  for (int i = 0; i < ctx->tune_count; i++)
+    if (!strcmp(ctx->tune[i].key, key)) {
+      ctx->tune[i].algo = algo;
+      return;
+    }
+  if (ctx->tune_count == ctx->tune_cap) {
+    int cap = ctx->tune_cap ? 2 * ctx->tune_cap : 32;
+    vc_tune_entry *t = realloc(ctx->tune, (size_t)cap * sizeof *t);
+    if (!t) return; /* the cache is an optimisation: forgetting is safe */
+    ctx->tune = t, ctx->tune_cap = cap;
+  }
+  snprintf(ctx->tune[ctx->tune_count].key, sizeof ctx->tune[0].key, "%s", key);
+  ctx->tune[ctx->tune_count++].algo = algo;
+}
+
+/* Lines "key algo"; unreadable or malformed lines are skipped. */
+static void cache_load(vc_context *ctx) {
+  char path[1024], dir[900], line[512];
+  ctx->tune_loaded = true;
+  if (!cache_path(path, sizeof path, dir, sizeof dir)) return;
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  while (fgets(line, sizeof line, f)) {
+    char *sp = strrchr(line, ' ');
+    vc_algo algo;
+    if (!sp) continue;
+    *sp = 0;
+    sp[1 + strcspn(sp + 1, "\r\n")] = 0;
+    if (parse_algo(sp + 1, &algo) && strlen(line) < sizeof ctx->tune[0].key) cache_put(ctx, line, algo);
+  }
+  fclose(f);
+}
+
+static vc_status cache_save(vc_context *ctx) {
+  char path[1024], dir[900], tmp[1100];
+  if (!cache_path(path, sizeof path, dir, sizeof dir))
+    return vc_fail(ctx, VC_ERR_IO, "vc_conv_tune: no cache directory (set VOXCONV_CACHE_DIR or HOME)");
+  for (char *s = dir + 1; *s; s++) /* mkdir -p */
+    if (*s == '/') {
+      *s = 0;
+      mkdir(dir, 0755);
+      *s = '/';
+    }
+  if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+    return vc_fail(ctx, VC_ERR_IO, "vc_conv_tune: cannot create the cache directory %s: %s", dir, strerror(errno));
+  snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+  FILE *f = fopen(tmp, "w");
+  if (!f) return vc_fail(ctx, VC_ERR_IO, "vc_conv_tune: cannot write %s: %s", tmp, strerror(errno));
+  for (int i = 0; i < ctx->tune_count; i++) fprintf(f, "%s %s\n", ctx->tune[i].key, algo_names[ctx->tune[i].algo]);
+  bool ok = fclose(f) == 0;
+  if (!ok || rename(tmp, path) != 0) { /* rename makes the update atomic for readers */
+    remove(tmp);
+    return vc_fail(ctx, VC_ERR_IO, "vc_conv_tune: cannot replace %s: %s", path, strerror(errno));
+  }
+  return VC_OK;
+}
+
+static const vc_tune_entry *cache_get(vc_context *ctx, const char *key) {
+  if (!ctx->tune_loaded) cache_load(ctx);
+  for (int i = 0; i < ctx->tune_count; i++)
+    if (!strcmp(ctx->tune[i].key, key)) return &ctx->tune[i];
+  return NULL;
+}
+
+void vc_tune_release(vc_context *ctx) {
+  free(ctx->tune);
+  ctx->tune = NULL;
+  ctx->tune_count = ctx->tune_cap = 0;
+}
+
+static vc_status unsupported(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, vc_algo algo, vc_pass pass,
+                             const char *why) {
+  static const char *enum_names[] = {"VC_ALGO_AUTO", "VC_ALGO_REFERENCE", "VC_ALGO_EXPLICIT", "VC_ALGO_IMPLICIT",
+                                     "VC_ALGO_MASKED", "VC_ALGO_GROUPED"};
+  char have[128] = "";
+  vc_algo list[8];
+  int n_tunable, n = ctx->backend->algos(p, a, pass, list, &n_tunable);
+  for (int i = 0; i < n; i++)
+    snprintf(have + strlen(have), sizeof have - strlen(have), "%s%s", i ? ", " : "", enum_names[list[i]]);
+  return vc_fail(ctx, VC_ERR_UNSUPPORTED, "%s = %s is not available on the %s backend for %s (it has %s)", why,
+                 enum_names[algo], ctx->backend->name, pass_names[pass], have);
+}
+
+vc_status vc_resolve_algo(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, vc_pass pass, vc_algo *out) {
+  const vc_backend *be = ctx->backend;
+  if (a->algo != VC_ALGO_AUTO) {
+    if (!backend_has(p, a, pass, a->algo)) return unsupported(ctx, p, a, a->algo, pass, "args->algo");
+    *out = a->algo;
+    return VC_OK;
+  }
+  const char *env = getenv(pass_env[pass]);
+  if (env && *env) {
+    vc_algo algo;
+    if (!parse_algo(env, &algo))
+      return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s = '%s' is not reference, explicit, implicit, masked or grouped",
+                     pass_env[pass], env);
+    if (!backend_has(p, a, pass, algo)) return unsupported(ctx, p, a, algo, pass, pass_env[pass]);
+    *out = algo;
+    return VC_OK;
+  }
+  char key[192];
+  tune_key(p, a, pass, key, sizeof key);
+  const vc_tune_entry *hit = cache_get(ctx, key);
+  vc_algo pick = hit && backend_has(p, a, pass, hit->algo) ? hit->algo : be->heuristic(p, a, pass);
+  if (deterministic_mode() && !be->deterministic(pick, pass)) {
+    vc_algo list[8];
+    int n_tunable, n = be->algos(p, a, pass, list, &n_tunable);
+    for (int i = 0; i < n; i++)
+      if (be->deterministic(list[i], pass)) {
+        pick = list[i];
+        break;
+      }
+  }
+  *out = pick;
+  return VC_OK;
+}
+
+vc_status vc_conv_algo_for(const vc_plan *p, const vc_conv_args *args, vc_pass pass, vc_algo *algo) {
+  if (!p) return vc_fail(NULL, VC_ERR_INVALID_ARGUMENT, "vc_conv_algo_for: plan is NULL");
+  if (!algo) return vc_fail(p->ctx, VC_ERR_INVALID_ARGUMENT, "vc_conv_algo_for: algo is NULL");
+  if ((unsigned)pass > VC_PASS_BACKWARD_WEIGHT)
+    return vc_fail(p->ctx, VC_ERR_INVALID_ARGUMENT, "vc_conv_algo_for: pass = %d is not a vc_pass", (int)pass);
+  vc_conv_args a;
+  vc_status s = vc_args_check(p->ctx, "vc_conv_algo_for", args, &a);
+  if (s != VC_OK) return s;
+  return vc_resolve_algo(p->ctx, p, &a, pass, algo);
+}
+
+vc_status vc_conv_tune(vc_context *ctx, const vc_plan *p, const vc_conv_args *args, vc_pass pass, void *stream,
+                       vc_algo *best) {
+  if (!ctx) return vc_fail(NULL, VC_ERR_INVALID_ARGUMENT, "vc_conv_tune: ctx is NULL");
+  if (!p) return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "vc_conv_tune: plan is NULL");
+  if (p->ctx != ctx) return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "vc_conv_tune: plan belongs to a different context");
+  if ((unsigned)pass > VC_PASS_BACKWARD_WEIGHT)
+    return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "vc_conv_tune: pass = %d is not a vc_pass", (int)pass);
+  vc_conv_args a;
+  vc_status s = vc_args_check(ctx, "vc_conv_tune", args, &a);
+  if (s != VC_OK) return s;
+  vc_algo list[8], win = VC_ALGO_AUTO;
+  int n_tunable;
+  ctx->backend->algos(p, &a, pass, list, &n_tunable);
+  double best_ms = INFINITY;
+  for (int i = 0; i < n_tunable; i++) {
+    if (deterministic_mode() && !ctx->backend->deterministic(list[i], pass)) continue;
+    double ms;
+    a.algo = list[i];
+    s = ctx->backend->time_pass(ctx, p, &a, pass, stream, &ms);
+    if (s != VC_OK) return s;
+    if (ms < best_ms) best_ms = ms, win = list[i];
+  }
+  if (win == VC_ALGO_AUTO) return vc_fail(ctx, VC_ERR_INTERNAL, "vc_conv_tune: no candidate algorithm");
+  if (best) *best = win;
+  char key[192];
+  tune_key(p, &a, pass, key, sizeof key);
+  if (!ctx->tune_loaded) cache_load(ctx);
+  cache_put(ctx, key, win);
+  return cache_save(ctx);
+}

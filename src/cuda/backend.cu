@@ -1,0 +1,193 @@
+/* backend.cu — the CUDA backend's entry in the dispatch table: context, plan memory copies,
+ * workspace sizes, dispatch of the passes to explicit.cu / implicit.cu, tuning hooks. */
+#include "cuda_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static vc_status use_device(vc_context *ctx) {
+  VC_CUDA_TRY(ctx, cudaSetDevice(ctx->device)); /* the caller's thread may point elsewhere */
+  return VC_OK;
+}
+
+static vc_status cuda_context_init(vc_context *ctx) {
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    return vc_fail(ctx, VC_ERR_DEVICE, "vc_context_create: no CUDA device is available (%s)",
+                   e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+  }
+  if (ctx->device >= count)
+    return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "vc_context_create: device = %d, but only %d CUDA devices exist",
+                   ctx->device, count);
+  vc_cuda_state *st = (vc_cuda_state *)calloc(1, sizeof *st);
+  if (!st) return vc_fail(ctx, VC_ERR_OUT_OF_MEMORY, "vc_context_create: out of host memory");
+  ctx->backend_state = st;
+  cudaDeviceProp prop;
+  VC_CUDA_TRY(ctx, cudaSetDevice(ctx->device));
+  VC_CUDA_TRY(ctx, cudaGetDeviceProperties(&prop, ctx->device));
+  st->sm_count = prop.multiProcessorCount;
+  st->cc_major = prop.major, st->cc_minor = prop.minor;
+  st->smem_optin = prop.sharedMemPerBlockOptin;
+  snprintf(st->name, sizeof st->name, "%s", prop.name);
+  if (prop.major < 8)
+    return vc_fail(ctx, VC_ERR_UNSUPPORTED, "vc_context_create: %s has compute capability %d.%d; voxconv needs 8.0 or newer",
+                   prop.name, prop.major, prop.minor);
+  cublasStatus_t b = cublasCreate(&st->blas);
+  if (b != CUBLAS_STATUS_SUCCESS)
+    return vc_fail(ctx, VC_ERR_DEVICE, "vc_context_create: cublasCreate failed: %s", cublasGetStatusString(b));
+  return vc_cuda_implicit_init(ctx);
+}
+
+static void cuda_context_release(vc_context *ctx) {
+  vc_cuda_state *st = vc_cuda(ctx);
+  if (!st) return;
+  if (st->blas) cublasDestroy(st->blas);
+  free(st);
+  ctx->backend_state = NULL;
+}
+
+static vc_status cuda_plan_build(vc_context *ctx, vc_plan *p, const int32_t *coords, const vc_plan *paired, void *stream) {
+  vc_status s = use_device(ctx);
+  return s == VC_OK ? vc_cuda_plan_build(ctx, p, coords, paired, stream) : s;
+}
+
+static vc_status cuda_copy_out(const vc_plan *p, void *dst, const void *src, size_t bytes, void *stream) {
+  VC_CUDA_TRY(p->ctx, cudaSetDevice(p->ctx->device));
+  VC_CUDA_TRY(p->ctx, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, (cudaStream_t)stream));
+  return VC_OK;
+}
+
+static vc_status cuda_workspace_size(const vc_plan *p, const vc_conv_args *a, vc_pass pass, size_t *bytes) {
+  *bytes = a->algo == VC_ALGO_EXPLICIT ? vc_cuda_explicit_workspace(p, a, pass) : vc_cuda_implicit_workspace(p, a, pass);
+  return VC_OK;
+}
+
+/* in0..out1 as in explicit.cu: fwd (x, w, bias, y), dgrad (dy, w, -, dx), wgrad (x, dy, -, dw, db). */
+static vc_status run(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, vc_pass pass, const void *in0,
+                     const void *in1, const void *in2, void *out0, void *out1, void *ws, void *stream) {
+  vc_status s = use_device(ctx);
+  if (s != VC_OK) return s;
+  cudaStream_t st = (cudaStream_t)stream;
+  if (a->algo == VC_ALGO_EXPLICIT) return vc_cuda_explicit_run(ctx, p, a, pass, in0, in1, in2, out0, out1, ws, st);
+  return vc_cuda_implicit_run(ctx, p, a, pass, in0, in1, in2, out0, out1, ws, st);
+}
+
+static vc_status cuda_forward(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, const void *x, const void *w,
+                              const void *bias, void *y, void *ws, size_t ws_bytes, void *stream) {
+  return run(ctx, p, a, VC_PASS_FORWARD, x, w, bias, y, NULL, ws, stream);
+}
+
+static vc_status cuda_backward_data(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, const void *dy,
+                                    const void *w, void *dx, void *ws, size_t ws_bytes, void *stream) {
+  return run(ctx, p, a, VC_PASS_BACKWARD_DATA, dy, w, NULL, dx, NULL, ws, stream);
+}
+
+static vc_status cuda_backward_weight(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, const void *x,
+                                      const void *dy, void *dw, void *db, void *ws, size_t ws_bytes, void *stream) {
+  return run(ctx, p, a, VC_PASS_BACKWARD_WEIGHT, x, dy, NULL, dw, db, ws, stream);
+}
+
+static int cuda_algos(const vc_plan *p, const vc_conv_args *a, vc_pass pass, vc_algo out[8], int *n_tunable) {
+  out[0] = VC_ALGO_IMPLICIT;
+  out[1] = VC_ALGO_EXPLICIT;
+  *n_tunable = 2;
+  return 2;
+}
+
+/* Tensor cores through the fused kernel for 16-bit storage; cuBLAS for f32 and tf32 until
+ * the fused kernel has a tf32 tensor-core path. */
+static vc_algo cuda_heuristic(const vc_plan *p, const vc_conv_args *a, vc_pass pass) {
+  return a->dtype == VC_DTYPE_F32 ? VC_ALGO_EXPLICIT : VC_ALGO_IMPLICIT;
+}
+
+/* The fused wgrad adds split partials with atomics; everything else has a fixed order. */
+static bool cuda_deterministic(vc_algo algo, vc_pass pass) {
+  return !(algo == VC_ALGO_IMPLICIT && pass == VC_PASS_BACKWARD_WEIGHT);
+}
+
+static const char *cuda_device_name(vc_context *ctx) { return vc_cuda(ctx)->name; }
+
+/* ---- tuning: random buffers, events, median of 5 ------------------------------------------ */
+
+__global__ static void k_random(uint16_t *b, int64_t n_halves, uint64_t seed) {
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_halves; i += (int64_t)gridDim.x * blockDim.x) {
+    uint64_t z = (seed + (uint64_t)i) * 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ull;
+    /* a half or bf16 in [-1, 1); pairs of halves read as f32 stay finite (exponent < 128) */
+    b[i] = (uint16_t)(0x3800 | (z >> 54)) ^ (uint16_t)((z & 1) << 15);
+  }
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static vc_status cuda_time_pass(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, vc_pass pass, void *stream,
+                                double *ms) {
+  const cudaStream_t s = (cudaStream_t)stream;
+  const int64_t es = (int64_t)vc_dtype_size(a->dtype), ci = a->in_channels, co = a->out_channels;
+  const int64_t sizes[6] = {p->n_in * ci, co * p->kvol * ci, co, p->n_out * co, p->n_in * ci + p->n_out * co, co};
+  size_t ws_bytes = 0;
+  cuda_workspace_size(p, a, pass, &ws_bytes);
+  void *buf[7] = {0};
+  vc_status st = use_device(ctx);
+  for (int i = 0; i < 6 && st == VC_OK; i++) {
+    if (cudaMalloc(&buf[i], (size_t)(sizes[i] + 8) * es) != cudaSuccess) {
+      cudaGetLastError();
+      st = vc_fail(ctx, VC_ERR_OUT_OF_MEMORY, "vc_conv_tune: allocating tuning buffers failed");
+    } else {
+      k_random<<<1024, 256, 0, s>>>((uint16_t *)buf[i], (sizes[i] + 8) * es / 2, (uint64_t)i * 7919);
+    }
+  }
+  if (st == VC_OK && cudaMalloc(&buf[6], ws_bytes ? ws_bytes : 16) != cudaSuccess) {
+    cudaGetLastError();
+    st = vc_fail(ctx, VC_ERR_OUT_OF_MEMORY, "vc_conv_tune: allocating the workspace failed");
+  }
+  double t[6];
+  cudaEvent_t e0 = NULL, e1 = NULL;
+  if (st == VC_OK && (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess))
+    st = vc_fail(ctx, VC_ERR_DEVICE, "vc_conv_tune: cudaEventCreate failed");
+  for (int rep = 0; rep < 6 && st == VC_OK; rep++) { /* rep 0 warms up */
+    cudaEventRecord(e0, s);
+    if (pass == VC_PASS_FORWARD) st = run(ctx, p, a, pass, buf[0], buf[1], buf[2], buf[4], NULL, buf[6], stream);
+    else if (pass == VC_PASS_BACKWARD_DATA) st = run(ctx, p, a, pass, buf[3], buf[1], NULL, buf[4], NULL, buf[6], stream);
+    else st = run(ctx, p, a, pass, buf[0], buf[3], NULL, buf[4], buf[5], buf[6], stream);
+    cudaEventRecord(e1, s);
+    float f = 0;
+    if (st == VC_OK && (cudaEventSynchronize(e1) != cudaSuccess || cudaEventElapsedTime(&f, e0, e1) != cudaSuccess))
+      st = vc_fail(ctx, VC_ERR_DEVICE, "vc_conv_tune: timing failed: %s", cudaGetErrorString(cudaGetLastError()));
+    t[rep] = f;
+  }
+  if (e0) cudaEventDestroy(e0);
+  if (e1) cudaEventDestroy(e1);
+  for (int i = 0; i < 7; i++) cudaFree(buf[i]);
+  if (st != VC_OK) return st;
+  qsort(t + 1, 5, sizeof(double), cmp_double);
+  *ms = t[3];
+  return VC_OK;
+}
+
+extern "C" {
+extern const vc_backend vc_cuda_backend;
+const vc_backend vc_cuda_backend = {
+    "cuda",
+    cuda_context_init,
+    cuda_context_release,
+    cuda_plan_build,
+    vc_cuda_plan_release,
+    cuda_copy_out,
+    cuda_workspace_size,
+    cuda_forward,
+    cuda_backward_data,
+    cuda_backward_weight,
+    cuda_algos,
+    cuda_heuristic,
+    cuda_deterministic,
+    cuda_time_pass,
+    cuda_device_name,
+};
+}

@@ -1,0 +1,90 @@
+/* cuda_internal.h — what the CUDA backend's files share. Compiled by nvcc as C++, written
+ * in C style; functions called from the core are extern "C" through internal.h. */
+#ifndef VC_CUDA_INTERNAL_H
+#define VC_CUDA_INTERNAL_H
+
+#include "../core/internal.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+/* Per-context state. */
+typedef struct vc_cuda_state {
+  int sm_count;
+  int cc_major, cc_minor;
+  size_t smem_optin;  /* max dynamic shared memory per block */
+  char name[128];
+  cublasHandle_t blas;
+} vc_cuda_state;
+
+/* Per-plan device encodings beyond the pair lists (all device memory, plan-owned). */
+typedef struct vc_cuda_plan {
+  int32_t *nb;        /* [n_out, K] input row through offset r, or -1 */
+  int32_t *nbt;       /* [n_in, K] output row through offset r, or -1 (dgrad); NULL for
+                         submanifold, whose reverse map is nb with offset K-1-r */
+  uint32_t *mask;     /* [n_out, mask_words] bit r set when nb[o, r] >= 0 */
+  int32_t *order;     /* [n_out] rows grouped by mask (Gray order) within local windows */
+  uint32_t *blk_mask; /* [ceil(n_out / VC_ORDER_BLOCK), mask_words] union of the masks of
+                         each VC_ORDER_BLOCK consecutive rows of `order` */
+  int64_t *offsets_dev; /* [K+1] device copy of the plan's pair offsets */
+  int mask_words;
+} vc_cuda_plan;
+
+#define VC_ORDER_WINDOW 256 /* rows sorted by mask within windows of this many rows */
+#define VC_ORDER_BLOCK 64   /* granularity of the per-block active-offset lists */
+
+static inline vc_cuda_state *vc_cuda(vc_context *ctx) { return (vc_cuda_state *)ctx->backend_state; }
+static inline const vc_cuda_plan *vc_cuda_plan_of(const vc_plan *p) { return (const vc_cuda_plan *)p->backend_data; }
+
+/* Maps a CUDA error to VC_ERR_DEVICE with the call and the runtime's text. */
+#define VC_CUDA_TRY(ctx, call)                                                                          \
+  do {                                                                                                  \
+    cudaError_t e_ = (call);                                                                            \
+    if (e_ != cudaSuccess)                                                                              \
+      return vc_fail((ctx), VC_ERR_DEVICE, "%s failed: %s (%s)", #call, cudaGetErrorString(e_),         \
+                     cudaGetErrorName(e_));                                                             \
+  } while (0)
+
+/* After a kernel launch: launch-configuration errors surface here. */
+#define VC_CUDA_CHECK_LAUNCH(ctx, what) VC_CUDA_TRY(ctx, (cudaGetLastError(), cudaPeekAtLastError()))
+
+static inline unsigned vc_blocks(int64_t n, int threads) { return (unsigned)((n + threads - 1) / threads); }
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* kmap.cu */
+vc_status vc_cuda_plan_build(vc_context *ctx, vc_plan *p, const int32_t *coords, const vc_plan *paired,
+                             void *stream);
+void vc_cuda_plan_release(vc_plan *p);
+
+/* scan.cu: exclusive prefix sums of n int32 counts (total in *total_dev when non-NULL);
+ * `tmp` holds vc_cuda_scan_tmp_bytes(n). */
+size_t vc_cuda_scan_tmp_bytes(int64_t n);
+void vc_cuda_scan_exclusive(const int32_t *in, int64_t *out, int64_t n, void *tmp, cudaStream_t s);
+/* Sorts n unique 64-bit keys ascending; tmp holds vc_cuda_sort_tmp_bytes(n). */
+size_t vc_cuda_sort_tmp_bytes(int64_t n);
+void vc_cuda_sort_u64(uint64_t *keys, int64_t n, void *tmp, cudaStream_t s);
+
+/* explicit.cu, implicit.cu: the passes for one resolved algorithm. */
+size_t vc_cuda_explicit_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass);
+vc_status vc_cuda_explicit_run(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, vc_pass pass,
+                               const void *in0, const void *in1, const void *in2, void *out0, void *out1,
+                               void *ws, cudaStream_t s);
+size_t vc_cuda_implicit_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass);
+vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, vc_pass pass,
+                               const void *in0, const void *in1, const void *in2, void *out0, void *out1,
+                               void *ws, cudaStream_t s);
+vc_status vc_cuda_implicit_init(vc_context *ctx);
+/* rows.cu: small elementwise kernels shared by the passes. */
+void vc_cuda_fill_rows_f32(float *acc, int64_t n, int64_t c, const void *bias, vc_dtype dt, cudaStream_t s);
+void vc_cuda_convert_f32(void *dst, vc_dtype dt, const float *src, int64_t n, cudaStream_t s);
+void vc_cuda_column_sums(void *db, vc_dtype dt, const void *dy, int64_t n, int64_t c, float *tmp,
+                         cudaStream_t s);
+size_t vc_cuda_column_sums_tmp_bytes(int64_t c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

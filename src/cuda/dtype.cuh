@@ -1,0 +1,24 @@
+/* dtype.cuh — storage-type loads and stores for device code. */
+#ifndef VC_DTYPE_CUH
+#define VC_DTYPE_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+__device__ static inline float vc_load(const void *p, int dt, int64_t i) {
+  switch (dt) {
+  case VC_DTYPE_F16: return __half2float(((const __half *)p)[i]);
+  case VC_DTYPE_BF16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+  default: return ((const float *)p)[i];
+  }
+}
+
+__device__ static inline void vc_store(void *p, int dt, int64_t i, float v) {
+  switch (dt) {
+  case VC_DTYPE_F16: ((__half *)p)[i] = __float2half_rn(v); break;
+  case VC_DTYPE_BF16: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v); break;
+  default: ((float *)p)[i] = v;
+  }
+}
+
+#endif

@@ -1,0 +1,405 @@
+/* implicit.cu — fused gather-GEMM-scatter, one launch per pass, any SM >= 80.
+ *
+ * All three passes are one GEMM shape C[m, n] = sum_k A[m, k] B[k, n] with gathered rows:
+ *   forward   m = output row (Gray order), k = (active offset r, ci), n = co
+ *             A = x[nb[m, r]], B = W_r^T                      (each output row: one block)
+ *   dgrad     m = input row, k = (r, co), n = ci
+ *             A = dy[nbt[m, r]], B = W_r                      (each input row: one block)
+ *   wgrad     m = co, n = ci, k = pairs of offset r (split)
+ *             A = dy[pair_out]^T, B = x[pair_in]              (fp32 atomics across splits)
+ * f16/bf16: mma.sync m16n8k16 fed by ldmatrix from a 3-stage cp.async ring.
+ * f32 (exact) and tf32: an FFMA tile kernel with the same index logic (tf32 computed in
+ * full f32 precision for now). */
+#include "cuda_internal.h"
+#include "dtype.cuh"
+#include "ptx/cp_async.cuh"
+#include "ptx/ldmatrix.cuh"
+#include "ptx/mma.cuh"
+
+#include <string.h>
+
+enum { MODE_FWD = 0, MODE_DGRAD = 1, MODE_WGRAD = 2 };
+
+/* Tensor-core tile (all configurations of this family: one row). */
+#define TC_BM 128
+#define TC_BN 128
+#define TC_BK 32
+#define TC_STAGES 3
+#define TC_PAD 8
+#define TC_THREADS 256
+#define TC_TILE_ELEMS (TC_BM * (TC_BK + TC_PAD)) /* >= TC_BK * (TC_BM + TC_PAD) */
+#define TC_SMEM_BYTES (2 * TC_STAGES * TC_TILE_ELEMS * 2)
+
+/* FFMA tile for exact f32. */
+#define FF_BM 64
+#define FF_BN 64
+#define FF_BK 16
+#define FF_THREADS 256
+
+#define WGRAD_SPLIT_MIN 2048 /* pairs per wgrad split at least */
+#define MAX_K (VC_KERNEL_MAX * VC_KERNEL_MAX * VC_KERNEL_MAX)
+
+typedef struct imp_args {
+  int mode, dt, K, flip, vec, mask_words;
+  int64_t rows, n_cols, c_red, ci, co; /* M extent (fwd/dgrad), N extent, reduction channels */
+  int64_t n_tiles;                      /* tiles along N */
+  const int32_t *order;                 /* row permutation or NULL */
+  const uint32_t *blk_mask;             /* per VC_ORDER_BLOCK rows of `order`, or NULL: all */
+  const int32_t *tab;                   /* [rows, K] gather table */
+  const void *a_src, *b_src, *w, *bias;
+  void *out;
+  const int32_t *pin, *pout;
+  const int64_t *offsets; /* device copy, wgrad */
+  int64_t split_len;
+  int nsplit;
+} imp_args;
+
+/* ---- per-block setup shared by both kernels ---------------------------------------------- */
+
+typedef struct tile_pos {
+  int64_t m0, n0;  /* first row (M) and column (N) of the tile */
+  int r;           /* wgrad: the offset */
+  int64_t j0, j1;  /* wgrad: pair range */
+  int n_it;        /* k iterations */
+  int nkc;         /* fwd/dgrad: reduction chunks per offset */
+} tile_pos;
+
+/* Rows of the tile (fwd/dgrad) into rowid[], active offsets into act[]; returns position. */
+__device__ static tile_pos tile_setup(const imp_args &p, int bm, int bk, int32_t *rowid, int16_t *act, int *n_act) {
+  tile_pos t;
+  if (p.mode == MODE_WGRAD) {
+    t.n0 = (int64_t)blockIdx.x * (bm == TC_BM ? TC_BN : FF_BN);
+    t.m0 = (int64_t)blockIdx.y * bm;
+    t.r = (int)(blockIdx.z / p.nsplit);
+    const int split = (int)(blockIdx.z % p.nsplit);
+    const int64_t lo = p.offsets[t.r], hi = p.offsets[t.r + 1];
+    t.j0 = lo + split * p.split_len;
+    t.j1 = min(hi, t.j0 + p.split_len);
+    t.n_it = t.j1 > t.j0 ? (int)((t.j1 - t.j0 + bk - 1) / bk) : 0;
+    t.nkc = 0;
+    return t;
+  }
+  const int64_t bid = blockIdx.x;
+  const int64_t row_tile = bid / p.n_tiles;
+  t.n0 = (bid % p.n_tiles) * (bm == TC_BM ? TC_BN : FF_BN);
+  t.m0 = row_tile * bm;
+  t.r = 0, t.j0 = t.j1 = 0;
+  for (int i = threadIdx.x; i < bm; i += blockDim.x) {
+    const int64_t m = t.m0 + i;
+    rowid[i] = m < p.rows ? (p.order ? p.order[m] : (int32_t)m) : -1;
+  }
+  if (threadIdx.x == 0) { /* union of the tile's row masks, from the per-block lists */
+    int n = 0;
+    const int64_t b0 = t.m0 / VC_ORDER_BLOCK, b1 = min((t.m0 + bm + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK,
+                                                      (p.rows + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK);
+    for (int w = 0; w * 32 < p.K; w++) {
+      uint32_t m = p.blk_mask ? 0u : ~0u;
+      for (int64_t b = b0; p.blk_mask && b < b1; b++) m |= p.blk_mask[b * p.mask_words + w];
+      for (int bit = 0; bit < 32 && w * 32 + bit < p.K; bit++)
+        if (m >> bit & 1) act[n++] = (int16_t)(w * 32 + bit);
+    }
+    *n_act = n;
+  }
+  __syncthreads();
+  t.nkc = (int)((p.c_red + bk - 1) / bk);
+  t.n_it = *n_act * t.nkc;
+  return t;
+}
+
+/* ---- tensor-core kernel (f16 / bf16) ------------------------------------------------------ */
+
+/* 8 elements (16 bytes) from global to shared: cp.async when the channel count allows
+ * 16-byte alignment, else element by element; zeros past `limit` or for a missing row. */
+__device__ static inline void load8(uint16_t *dst, const uint16_t *src, bool row_ok, int64_t l, int64_t limit, int vec,
+                                    const uint16_t *safe) {
+  if (vec) { /* a skipped copy still names a valid global address */
+    const bool ok = row_ok && l < limit;
+    vc_cp_async16(dst, ok ? src : safe, ok);
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < 8; e++) dst[e] = row_ok && l + e < limit ? src[e] : (uint16_t)0;
+}
+
+__device__ static void tc_load_stage(const imp_args &p, const tile_pos &t, const int32_t *rowid, const int16_t *act,
+                                     int it, uint16_t *sA, uint16_t *sB) {
+  const uint16_t *a_src = (const uint16_t *)p.a_src, *b_src = (const uint16_t *)p.b_src;
+  const uint16_t *w = (const uint16_t *)p.w;
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    const int c = threadIdx.x + h * TC_THREADS; /* one of 512 16-byte chunks per operand */
+    if (p.mode == MODE_WGRAD) {
+      const int k = c / 16, q = c % 16; /* [BK rows][128 contiguous] for both operands */
+      const int64_t j = t.j0 + (int64_t)it * TC_BK + k;
+      const bool ok = j < t.j1;
+      const int64_t ro = ok ? p.pout[j] : 0, ri = ok ? p.pin[j] : 0;
+      load8(sA + k * (TC_BM + TC_PAD) + q * 8, a_src + ro * p.co + t.m0 + q * 8, ok, t.m0 + q * 8, p.co, p.vec, a_src);
+      load8(sB + k * (TC_BN + TC_PAD) + q * 8, b_src + ri * p.ci + t.n0 + q * 8, ok, t.n0 + q * 8, p.ci, p.vec, b_src);
+      continue;
+    }
+    const int col = act[it / t.nkc], rw = p.flip ? p.K - 1 - col : col;
+    const int64_t k0 = (int64_t)(it % t.nkc) * TC_BK;
+    { /* A: [128 rows][BK contiguous], rows gathered through the table */
+      const int m = c / 4, q = c % 4;
+      const int32_t row = rowid[m] >= 0 ? p.tab[(int64_t)rowid[m] * p.K + col] : -1;
+      load8(sA + m * (TC_BK + TC_PAD) + q * 8, a_src + (int64_t)max(row, 0) * p.c_red + k0 + q * 8, row >= 0,
+            k0 + q * 8, p.c_red, p.vec, a_src);
+    }
+    if (p.mode == MODE_FWD) { /* B[n][k] = w[co = n0+n][r][ci = k0+k]: k contiguous */
+      const int n = c / 4, q = c % 4;
+      const int64_t co = t.n0 + n;
+      load8(sB + n * (TC_BK + TC_PAD) + q * 8, w + ((co < p.co ? co : 0) * p.K + rw) * p.ci + k0 + q * 8, co < p.co,
+            k0 + q * 8, p.ci, p.vec, w);
+    } else { /* dgrad: B[k][n] = w[co = k0+k][r][ci = n0+n]: n contiguous */
+      const int k = c / 16, q = c % 16;
+      const int64_t co = k0 + k;
+      load8(sB + k * (TC_BN + TC_PAD) + q * 8, w + ((co < p.co ? co : 0) * p.K + rw) * p.ci + t.n0 + q * 8, co < p.co,
+            t.n0 + q * 8, p.ci, p.vec, w);
+    }
+  }
+}
+
+__device__ static void tc_compute_stage(const imp_args &p, const uint16_t *sA, const uint16_t *sB, float acc[4][4][4],
+                                        int wm, int wn, int lane) {
+  const bool a_kcontig = p.mode != MODE_WGRAD, b_kcontig = p.mode == MODE_FWD;
+  const int l8 = lane & 7, lb = (lane >> 3) & 1, lh = lane >> 4;
+#pragma unroll
+  for (int kk = 0; kk < TC_BK / 16; kk++) {
+    uint32_t af[4][4], bf[4][2];
+#pragma unroll
+    for (int mi = 0; mi < 4; mi++) {
+      const int m = wm * 64 + mi * 16;
+      if (a_kcontig)
+        vc_ldmatrix_x4(af[mi], sA + (m + l8 + 8 * lb) * (TC_BK + TC_PAD) + kk * 16 + 8 * lh);
+      else
+        vc_ldmatrix_x4_trans(af[mi], sA + (kk * 16 + l8 + 8 * lh) * (TC_BM + TC_PAD) + m + 8 * lb);
+    }
+#pragma unroll
+    for (int nj = 0; nj < 2; nj++) {
+      const int n = wn * 32 + nj * 16;
+      uint32_t r[4];
+      if (b_kcontig)
+        vc_ldmatrix_x4(r, sB + (n + l8 + 8 * lh) * (TC_BK + TC_PAD) + kk * 16 + 8 * lb);
+      else
+        vc_ldmatrix_x4_trans(r, sB + (kk * 16 + l8 + 8 * lb) * (TC_BN + TC_PAD) + n + 8 * lh);
+      bf[2 * nj][0] = r[0], bf[2 * nj][1] = r[1], bf[2 * nj + 1][0] = r[2], bf[2 * nj + 1][1] = r[3];
+    }
+#pragma unroll
+    for (int mi = 0; mi < 4; mi++)
+#pragma unroll
+      for (int ni = 0; ni < 4; ni++) {
+        if (p.dt == VC_DTYPE_BF16) vc_mma_bf16(acc[mi][ni], af[mi], bf[ni]);
+        else vc_mma_f16(acc[mi][ni], af[mi], bf[ni]);
+      }
+  }
+}
+
+/* Writes one accumulator: rows own their output (fwd/dgrad), wgrad adds across splits. */
+__device__ static inline void emit(const imp_args &p, const tile_pos &t, const int32_t *rowid, int m, int64_t n, float v) {
+  if (p.mode == MODE_WGRAD) {
+    const int64_t co = t.m0 + m;
+    if (co < p.co && n < p.ci) atomicAdd((float *)p.out + (co * p.K + t.r) * p.ci + n, v);
+    return;
+  }
+  const int32_t row = rowid[m];
+  if (row < 0 || n >= p.n_cols) return;
+  if (p.bias) v += vc_load(p.bias, p.dt, n);
+  vc_store(p.out, p.dt, (int64_t)row * p.n_cols + n, v);
+}
+
+__global__ void __launch_bounds__(TC_THREADS) k_implicit_tc(const imp_args p) {
+  extern __shared__ __align__(16) uint16_t smem[];
+  __shared__ int32_t rowid[TC_BM];
+  __shared__ int16_t act[MAX_K];
+  __shared__ int n_act;
+  const tile_pos t = tile_setup(p, TC_BM, TC_BK, rowid, act, &n_act);
+  if (p.mode == MODE_WGRAD && t.n_it == 0) return;
+  uint16_t *sA = smem, *sB = smem + TC_STAGES * TC_TILE_ELEMS;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wm = warp % 2, wn = warp / 2;
+  float acc[4][4][4];
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+#pragma unroll
+      for (int k = 0; k < 4; k++) acc[i][j][k] = 0.0f;
+
+#pragma unroll
+  for (int s = 0; s < TC_STAGES - 1; s++) {
+    if (s < t.n_it) tc_load_stage(p, t, rowid, act, s, sA + s * TC_TILE_ELEMS, sB + s * TC_TILE_ELEMS);
+    vc_cp_async_commit();
+  }
+  for (int it = 0; it < t.n_it; it++) {
+    VC_CP_ASYNC_WAIT(1); /* == TC_STAGES - 2: stage `it` has landed */
+    __syncthreads();     /* ... for every thread, and stage it-1 is no longer read */
+    const int nxt = it + TC_STAGES - 1;
+    if (nxt < t.n_it)
+      tc_load_stage(p, t, rowid, act, nxt, sA + (nxt % TC_STAGES) * TC_TILE_ELEMS, sB + (nxt % TC_STAGES) * TC_TILE_ELEMS);
+    vc_cp_async_commit();
+    tc_compute_stage(p, sA + (it % TC_STAGES) * TC_TILE_ELEMS, sB + (it % TC_STAGES) * TC_TILE_ELEMS, acc, wm, wn, lane);
+  }
+  VC_CP_ASYNC_WAIT(0);
+
+  const int g = lane >> 2, q = lane & 3;
+#pragma unroll
+  for (int mi = 0; mi < 4; mi++)
+#pragma unroll
+    for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const int m = wm * 64 + mi * 16 + g + 8 * (e >> 1);
+        const int64_t n = t.n0 + wn * 32 + ni * 8 + 2 * q + (e & 1);
+        emit(p, t, rowid, m, n, acc[mi][ni][e]);
+      }
+}
+
+/* ---- FFMA kernel (exact f32) --------------------------------------------------------------- */
+
+__device__ static inline float ld_or0(const float *src, bool ok) { return ok ? *src : 0.0f; }
+
+/* sA[k][m], sB[k][n] for one BK slice; scalar, synchronous, zero-filled. */
+__device__ static void ff_load(const imp_args &p, const tile_pos &t, const int32_t *rowid, const int16_t *act, int it,
+                               float (*sA)[FF_BM], float (*sB)[FF_BN]) {
+  const float *a_src = (const float *)p.a_src, *b_src = (const float *)p.b_src, *w = (const float *)p.w;
+  for (int e = threadIdx.x; e < FF_BK * FF_BM; e += FF_THREADS) {
+    if (p.mode == MODE_WGRAD) { /* k-major element order: coalesced along m and n */
+      const int k = e / FF_BM, mn = e % FF_BM;
+      const int64_t j = t.j0 + (int64_t)it * FF_BK + k;
+      const bool ok = j < t.j1;
+      const int64_t co = t.m0 + mn, ci = t.n0 + mn;
+      sA[k][mn] = ld_or0(a_src + (ok ? (int64_t)p.pout[j] * p.co + co : 0), ok && co < p.co);
+      sB[k][mn] = ld_or0(b_src + (ok ? (int64_t)p.pin[j] * p.ci + ci : 0), ok && ci < p.ci);
+      continue;
+    }
+    const int col = act[it / t.nkc], rw = p.flip ? p.K - 1 - col : col;
+    const int64_t k0 = (int64_t)(it % t.nkc) * FF_BK;
+    { /* A: m-major element order, coalesced along k */
+      const int m = e / FF_BK, k = e % FF_BK;
+      const int32_t row = rowid[m] >= 0 ? p.tab[(int64_t)rowid[m] * p.K + col] : -1;
+      sA[k][m] = ld_or0(a_src + (row >= 0 ? (int64_t)row * p.c_red + k0 + k : 0), row >= 0 && k0 + k < p.c_red);
+    }
+    if (p.mode == MODE_FWD) {
+      const int n = e / FF_BK, k = e % FF_BK;
+      const int64_t co = t.n0 + n, ci = k0 + k;
+      sB[k][n] = ld_or0(w + (co < p.co && ci < p.ci ? (co * p.K + rw) * p.ci + ci : 0), co < p.co && ci < p.ci);
+    } else {
+      const int k = e / FF_BN, n = e % FF_BN;
+      const int64_t co = k0 + k, ci = t.n0 + n;
+      sB[k][n] = ld_or0(w + (co < p.co && ci < p.ci ? (co * p.K + rw) * p.ci + ci : 0), co < p.co && ci < p.ci);
+    }
+  }
+}
+
+__global__ void __launch_bounds__(FF_THREADS) k_implicit_ffma(const imp_args p) {
+  __shared__ float sA[FF_BK][FF_BM], sB[FF_BK][FF_BN];
+  __shared__ int32_t rowid[FF_BM];
+  __shared__ int16_t act[MAX_K];
+  __shared__ int n_act;
+  const tile_pos t = tile_setup(p, FF_BM, FF_BK, rowid, act, &n_act);
+  if (p.mode == MODE_WGRAD && t.n_it == 0) return;
+  const int tm = (threadIdx.x / 16) * 4, tn = (threadIdx.x % 16) * 4;
+  float acc[4][4] = {{0}};
+  for (int it = 0; it < t.n_it; it++) {
+    __syncthreads();
+    ff_load(p, t, rowid, act, it, sA, sB);
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < FF_BK; k++)
+#pragma unroll
+      for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) acc[i][j] = fmaf(sA[k][tm + i], sB[k][tn + j], acc[i][j]);
+  }
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+#pragma unroll
+    for (int j = 0; j < 4; j++) emit(p, t, rowid, tm + i, t.n0 + tn + j, acc[i][j]);
+}
+
+/* ---- host side ----------------------------------------------------------------------------- */
+
+typedef struct imp_ws {
+  float *acc;  /* wgrad f32 accumulator (non-f32 storage) */
+  float *sums; /* bias-gradient partials */
+} imp_ws;
+
+static size_t imp_layout(const vc_plan *p, const vc_conv_args *a, vc_pass pass, char *base, imp_ws *o) {
+  if (pass != VC_PASS_BACKWARD_WEIGHT) {
+    if (o) o->acc = o->sums = NULL;
+    return 0;
+  }
+  const int64_t acc = a->dtype == VC_DTYPE_F32 ? 0 : vc_round_up(a->out_channels * p->kvol * a->in_channels * 4, 256);
+  if (o) {
+    o->acc = acc ? (float *)base : NULL;
+    o->sums = (float *)(base + acc);
+  }
+  return (size_t)acc + vc_cuda_column_sums_tmp_bytes(a->out_channels);
+}
+
+extern "C" size_t vc_cuda_implicit_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass) {
+  return imp_layout(p, a, pass, NULL, NULL);
+}
+
+static bool aligned16(const void *ptr) { return ((uintptr_t)ptr & 15) == 0; }
+
+extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, vc_pass pass,
+                                          const void *in0, const void *in1, const void *in2, void *out0, void *out1,
+                                          void *ws, cudaStream_t s) {
+  const vc_cuda_plan *cp = vc_cuda_plan_of(p);
+  const bool tc = a->dtype != VC_DTYPE_F32;
+  const int bm = tc ? TC_BM : FF_BM, bn = tc ? TC_BN : FF_BN, bk = tc ? TC_BK : FF_BK;
+  const bool subm = p->desc.kind == VC_CONV_SUBMANIFOLD;
+  imp_ws w;
+  imp_layout(p, a, pass, (char *)ws, &w);
+  imp_args q;
+  memset(&q, 0, sizeof q);
+  q.mode = pass == VC_PASS_FORWARD ? MODE_FWD : pass == VC_PASS_BACKWARD_DATA ? MODE_DGRAD : MODE_WGRAD;
+  q.dt = a->dtype, q.K = p->kvol, q.ci = a->in_channels, q.co = a->out_channels, q.mask_words = cp->mask_words;
+  q.w = in1;
+  if (q.mode == MODE_FWD) {
+    q.rows = p->n_out, q.n_cols = q.co, q.c_red = q.ci;
+    q.order = cp->order, q.blk_mask = cp->blk_mask, q.tab = cp->nb;
+    q.a_src = in0, q.bias = in2, q.out = out0;
+  } else if (q.mode == MODE_DGRAD) {
+    /* Submanifold: nb[q, K-1-r] is the output that input q meets through offset r, and the
+     * input side shares the output side's order and masks. */
+    q.rows = p->n_in, q.n_cols = q.ci, q.c_red = q.co;
+    q.order = subm ? cp->order : NULL, q.blk_mask = subm ? cp->blk_mask : NULL;
+    q.tab = subm ? cp->nb : cp->nbt, q.flip = subm;
+    q.a_src = in0, q.out = out0;
+  } else {
+    q.a_src = in1, q.b_src = in0, q.pin = p->pair_in, q.pout = p->pair_out, q.offsets = cp->offsets_dev;
+    q.out = a->dtype == VC_DTYPE_F32 ? out0 : w.acc;
+  }
+  /* 16-byte copies need 8-element channel counts and 16-byte aligned operands */
+  q.vec = tc && q.ci % 8 == 0 && q.co % 8 == 0 && aligned16(in0) && aligned16(in1);
+
+  if (q.mode == MODE_WGRAD) {
+    VC_CUDA_TRY(ctx, cudaMemsetAsync(q.out, 0, (size_t)(q.co * q.K * q.ci) * sizeof(float), s));
+    if (p->n_pairs > 0) {
+      int nsplit = (int)((p->max_pairs + WGRAD_SPLIT_MIN - 1) / WGRAD_SPLIT_MIN);
+      if (nsplit < 1) nsplit = 1;
+      if ((int64_t)nsplit * q.K > 65535) nsplit = 65535 / q.K;
+      q.nsplit = nsplit;
+      q.split_len = vc_round_up((p->max_pairs + nsplit - 1) / nsplit, bk);
+      dim3 grid(vc_blocks(q.ci, bn), vc_blocks(q.co, bm), (unsigned)(q.K * nsplit));
+      if (tc) k_implicit_tc<<<grid, TC_THREADS, TC_SMEM_BYTES, s>>>(q);
+      else k_implicit_ffma<<<grid, FF_THREADS, 0, s>>>(q);
+    }
+    if (a->dtype != VC_DTYPE_F32) vc_cuda_convert_f32(out0, a->dtype, w.acc, q.co * q.K * q.ci, s);
+    if (out1) vc_cuda_column_sums(out1, a->dtype, in1, p->n_out, q.co, w.sums, s);
+  } else if (q.rows > 0) {
+    q.n_tiles = (q.n_cols + bn - 1) / bn;
+    const int64_t blocks = (q.rows + bm - 1) / bm * q.n_tiles;
+    if (tc) k_implicit_tc<<<(unsigned)blocks, TC_THREADS, TC_SMEM_BYTES, s>>>(q);
+    else k_implicit_ffma<<<(unsigned)blocks, FF_THREADS, 0, s>>>(q);
+  }
+  VC_CUDA_TRY(ctx, cudaGetLastError());
+  return VC_OK;
+}
+
+/* Called once per context: the tensor-core kernel needs more than 48 KB of shared memory. */
+extern "C" vc_status vc_cuda_implicit_init(vc_context *ctx) {
+  VC_CUDA_TRY(ctx, cudaFuncSetAttribute(k_implicit_tc, cudaFuncAttributeMaxDynamicSharedMemorySize, TC_SMEM_BYTES));
+  return VC_OK;
+}

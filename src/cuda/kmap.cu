@@ -1,0 +1,585 @@
+/* kmap.cu — kernel maps on the GPU for the four conv kinds, with the same output sites and
+ * pair order as the CPU engine (src/cpu/kmap.c):
+ *   1. range check and hash insert of the input sites (atomicCAS, linear probing);
+ *   2. output sites: submanifold = inputs; sparse/transposed = every site reached, found by
+ *      inserting candidates into a second table, then radix-sorted by packed key;
+ *      inverse = the paired plan's input sites;
+ *   3. neighbour table nb[n_out, K] (submanifold fills both halves from one lookup);
+ *   4. pairs grouped by offset, ascending by output row, through one prefix sum;
+ *   5. encodings for the fused kernels: row masks, Gray order within windows, per-block
+ *      active offsets, the reverse table for dgrad. */
+#include "cuda_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct geom {
+  int k[3], s[3], pad[3], d[3];
+  int K;
+} geom;
+
+static geom geom_of(const vc_conv_desc *d) {
+  geom g;
+  for (int a = 0; a < 3; a++) g.k[a] = d->kernel_size[a], g.s[a] = d->stride[a], g.pad[a] = d->padding[a], g.d[a] = d->dilation[a];
+  g.K = g.k[0] * g.k[1] * g.k[2];
+  return g;
+}
+
+__host__ __device__ static inline void offset_of(const geom &g, int r, int off[3]) {
+  off[2] = (r % g.k[2]) * g.d[2];
+  off[1] = ((r / g.k[2]) % g.k[1]) * g.d[1];
+  off[0] = (r / (g.k[2] * g.k[1])) * g.d[0];
+}
+
+__device__ static inline uint64_t mix64(uint64_t k) { /* same finaliser as the CPU table */
+  k ^= k >> 30;
+  k *= 0xbf58476d1ce4e5b9ull;
+  k ^= k >> 27;
+  k *= 0x94d049bb133111ebull;
+  return k ^ (k >> 31);
+}
+
+__device__ static inline int32_t hash_find(const uint64_t *keys, const int32_t *vals, uint64_t mask, uint64_t key) {
+  for (uint64_t s = mix64(key) & mask;; s = (s + 1) & mask) {
+    uint64_t k = keys[s];
+    if (k == key) return vals[s];
+    if (k == VC_KEY_EMPTY) return -1;
+  }
+}
+
+/* Inserts key; returns true when this call inserted it (false: it was there already). */
+__device__ static inline bool hash_insert(uint64_t *keys, int32_t *vals, uint64_t mask, uint64_t key, int32_t val) {
+  for (uint64_t s = mix64(key) & mask;; s = (s + 1) & mask) {
+    unsigned long long prev = atomicCAS((unsigned long long *)&keys[s], (unsigned long long)VC_KEY_EMPTY,
+                                        (unsigned long long)key);
+    if (prev == VC_KEY_EMPTY) {
+      if (vals) vals[s] = val;
+      return true;
+    }
+    if (prev == key) return false;
+  }
+}
+
+__global__ static void k_check_range(const int32_t *c, int64_t n, unsigned long long *bad) {
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    if (!vc_site_in_range(c[4 * i], c[4 * i + 1], c[4 * i + 2], c[4 * i + 3])) atomicMin(bad, (unsigned long long)i);
+}
+
+__global__ static void k_insert_inputs(const int32_t *c, int64_t n, uint64_t *keys, int32_t *vals, uint64_t mask,
+                                       unsigned long long *dup) {
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    uint64_t key = vc_key_pack(c[4 * i], c[4 * i + 1], c[4 * i + 2], c[4 * i + 3]);
+    if (!hash_insert(keys, vals, mask, key, (int32_t)i)) atomicMin(dup, (unsigned long long)i);
+  }
+}
+
+/* Candidate output t of input c through offset r: sparse t*s = c + pad - r*d (when
+ * divisible), transposed t = c*s - pad + r*d. */
+__host__ __device__ static inline bool candidate(const geom &g, bool transposed, const int32_t *c, int r, int64_t t[3]) {
+  int off[3];
+  offset_of(g, r, off);
+  for (int a = 0; a < 3; a++) {
+    if (transposed) {
+      t[a] = (int64_t)c[a + 1] * g.s[a] - g.pad[a] + off[a];
+    } else {
+      int64_t v = (int64_t)c[a + 1] + g.pad[a] - off[a];
+      if (v % g.s[a] != 0) return false;
+      t[a] = v / g.s[a];
+    }
+  }
+  return true;
+}
+
+__global__ static void k_out_candidates(const int32_t *c, int64_t n, geom g, bool transposed, uint64_t *okeys,
+                                        uint64_t omask, uint64_t *list, unsigned long long *count,
+                                        unsigned long long *bad) {
+  const int64_t total = n * g.K;
+  for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < total; j += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t i = j / g.K;
+    const int r = (int)(j % g.K);
+    int64_t t[3];
+    if (!candidate(g, transposed, c + 4 * i, r, t)) continue;
+    if (!vc_site_in_range(c[4 * i], t[0], t[1], t[2])) {
+      atomicMin(bad, (unsigned long long)j);
+      continue;
+    }
+    uint64_t key = vc_key_pack(c[4 * i], (int32_t)t[0], (int32_t)t[1], (int32_t)t[2]);
+    if (hash_insert(okeys, NULL, omask, key, 0)) list[atomicAdd(count, 1ull)] = key;
+  }
+}
+
+__global__ static void k_unpack(const uint64_t *keys, int64_t n, int32_t *c) {
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    vc_key_unpack(keys[i], c + 4 * i);
+}
+
+/* nb[o, r] for sparse / transposed outputs: one lookup per (o, r). */
+__global__ static void k_neighbors(const int32_t *oc, int64_t n_out, geom g, bool transposed, const uint64_t *keys,
+                                   const int32_t *vals, uint64_t mask, int32_t *nb) {
+  const int64_t total = n_out * g.K;
+  for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < total; j += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t o = j / g.K;
+    const int r = (int)(j % g.K);
+    const int32_t *c = oc + 4 * o;
+    int off[3];
+    int64_t q[3];
+    offset_of(g, r, off);
+    bool ok = true;
+    for (int a = 0; a < 3; a++) {
+      if (transposed) { /* q*s = c + pad - r*d */
+        int64_t v = (int64_t)c[a + 1] + g.pad[a] - off[a];
+        ok = ok && v % g.s[a] == 0;
+        q[a] = v / g.s[a];
+      } else {
+        q[a] = (int64_t)c[a + 1] * g.s[a] - g.pad[a] + off[a];
+      }
+    }
+    ok = ok && vc_site_in_range(c[0], q[0], q[1], q[2]);
+    nb[j] = ok ? hash_find(keys, vals, mask, vc_key_pack(c[0], (int32_t)q[0], (int32_t)q[1], (int32_t)q[2])) : -1;
+  }
+}
+
+/* Submanifold: offsets r and K-1-r are opposite displacements, so one lookup for r below
+ * the centre fills nb[o, r] and nb[q, K-1-r]; the centre is the identity. */
+__global__ static void k_neighbors_submanifold(const int32_t *c, int64_t n, geom g, const uint64_t *keys,
+                                               const int32_t *vals, uint64_t mask, int32_t *nb) {
+  const int half = g.K / 2;
+  const int64_t total = n * (half + 1);
+  for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < total; j += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t o = j / (half + 1);
+    const int r = (int)(j % (half + 1));
+    if (r == half) {
+      nb[o * g.K + half] = (int32_t)o;
+      continue;
+    }
+    int off[3];
+    offset_of(g, r, off);
+    int64_t q[3];
+    for (int a = 0; a < 3; a++) q[a] = (int64_t)c[4 * o + a + 1] - g.pad[a] + off[a];
+    if (!vc_site_in_range(c[4 * o], q[0], q[1], q[2])) continue;
+    int32_t i = hash_find(keys, vals, mask, vc_key_pack(c[4 * o], (int32_t)q[0], (int32_t)q[1], (int32_t)q[2]));
+    if (i < 0) continue;
+    nb[o * g.K + r] = i;
+    nb[(int64_t)i * g.K + (g.K - 1 - r)] = (int32_t)o;
+  }
+}
+
+/* Inverse: nb[paired input row, r] = paired output row, for every paired pair. */
+__global__ static void k_inverse_neighbors(const int64_t *offsets, int K, const int32_t *pin, const int32_t *pout,
+                                           int64_t n_pairs, int32_t *nb) {
+  for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < n_pairs; j += (int64_t)gridDim.x * blockDim.x) {
+    int lo = 0, hi = K; /* offset r with offsets[r] <= j < offsets[r+1] */
+    while (hi - lo > 1) {
+      int mid = (lo + hi) / 2;
+      if (offsets[mid] <= j) lo = mid;
+      else hi = mid;
+    }
+    nb[(int64_t)pin[j] * K + lo] = pout[j];
+  }
+}
+
+#define PAIR_ROWS 1024 /* rows per block when compacting nb into pairs */
+
+/* cnt[r * nblk + b] = live entries of column r in rows [b*PAIR_ROWS, (b+1)*PAIR_ROWS). */
+__global__ static void k_count_pairs(const int32_t *nb, int64_t n_out, int K, int32_t *cnt) {
+  __shared__ int32_t s;
+  if (threadIdx.x == 0) s = 0;
+  __syncthreads();
+  const int r = blockIdx.y;
+  int c = 0;
+  for (int64_t o = (int64_t)blockIdx.x * PAIR_ROWS + threadIdx.x; o < min(n_out, (int64_t)(blockIdx.x + 1) * PAIR_ROWS);
+       o += blockDim.x)
+    c += nb[o * K + r] >= 0;
+  atomicAdd(&s, c);
+  __syncthreads();
+  if (threadIdx.x == 0) cnt[(int64_t)r * gridDim.x + blockIdx.x] = s;
+}
+
+/* Writes the pairs of (column r, row block b) at start[r * nblk + b], keeping row order. */
+__global__ static void k_write_pairs(const int32_t *nb, int64_t n_out, int K, const int64_t *start, int32_t *pin,
+                                     int32_t *pout) {
+  __shared__ int32_t warp_sums[PAIR_ROWS / 32];
+  __shared__ int64_t base;
+  const int r = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (threadIdx.x == 0) base = start[(int64_t)r * gridDim.x + blockIdx.x];
+  const int64_t o = (int64_t)blockIdx.x * PAIR_ROWS + threadIdx.x; /* blockDim.x == PAIR_ROWS */
+  const int32_t q = o < n_out ? nb[o * K + r] : -1;
+  const unsigned live = __ballot_sync(0xffffffffu, q >= 0);
+  if (lane == 0) warp_sums[warp] = __popc(live);
+  __syncthreads();
+  if (warp == 0) { /* exclusive scan of the 32 warp counts */
+    int v = warp_sums[lane], x = v;
+    for (int d = 1; d < 32; d <<= 1) {
+      int y = __shfl_up_sync(0xffffffffu, x, d);
+      if (lane >= d) x += y;
+    }
+    warp_sums[lane] = x - v;
+  }
+  __syncthreads();
+  if (q >= 0) {
+    int64_t at = base + warp_sums[warp] + __popc(live & ((1u << lane) - 1));
+    pin[at] = q;
+    pout[at] = (int32_t)o;
+  }
+}
+
+__global__ static void k_masks(const int32_t *nb, int64_t n_out, int K, int W, uint32_t *mask) {
+  for (int64_t o = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; o < n_out; o += (int64_t)gridDim.x * blockDim.x)
+    for (int w = 0; w < W; w++) {
+      uint32_t m = 0;
+      for (int b = 0; b < 32 && w * 32 + b < K; b++) m |= (uint32_t)(nb[o * K + w * 32 + b] >= 0) << b;
+      mask[o * W + w] = m;
+    }
+}
+
+__global__ static void k_reverse(const int32_t *nb, int64_t n_out, int K, int32_t *nbt) {
+  const int64_t total = n_out * K;
+  for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < total; j += (int64_t)gridDim.x * blockDim.x) {
+    int32_t q = nb[j];
+    if (q >= 0) nbt[(int64_t)q * K + j % K] = (int32_t)(j / K);
+  }
+}
+
+/* Gray-code rank: the integer whose reflected Gray code is m, so rows whose masks differ in
+ * one offset sit next to each other. */
+__device__ static inline uint32_t gray_rank(uint32_t m) {
+  m ^= m >> 16;
+  m ^= m >> 8;
+  m ^= m >> 4;
+  m ^= m >> 2;
+  m ^= m >> 1;
+  return m;
+}
+
+/* One block per window of VC_ORDER_WINDOW rows: bitonic sort of (rank, row) in shared
+ * memory. Windows keep the caller's (usually spatially local) row order at large scale. */
+__global__ static void k_order(const uint32_t *mask, int64_t n_out, int W, int32_t *order) {
+  __shared__ uint64_t key[VC_ORDER_WINDOW];
+  const int64_t base = (int64_t)blockIdx.x * VC_ORDER_WINDOW, o = base + threadIdx.x;
+  key[threadIdx.x] = o < n_out ? ((uint64_t)gray_rank(mask[o * W]) << 32) | (uint32_t)threadIdx.x : ~0ull;
+  __syncthreads();
+  for (int size = 2; size <= VC_ORDER_WINDOW; size <<= 1)
+    for (int stride = size >> 1; stride > 0; stride >>= 1) {
+      int i = threadIdx.x, j = i ^ stride;
+      if (j > i) {
+        bool up = (i & size) == 0;
+        uint64_t a = key[i], b = key[j];
+        if ((a > b) == up) key[i] = b, key[j] = a;
+      }
+      __syncthreads();
+    }
+  if (o < n_out) order[o] = (int32_t)(base + (key[threadIdx.x] & 0xffffffffu));
+}
+
+__global__ static void k_block_masks(const uint32_t *mask, const int32_t *order, int64_t n_out, int W, uint32_t *blk) {
+  const int64_t nblk = (n_out + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK;
+  for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < nblk * W; j += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t b = j / W;
+    const int w = (int)(j % W);
+    uint32_t m = 0;
+    for (int64_t i = b * VC_ORDER_BLOCK; i < min(n_out, (b + 1) * VC_ORDER_BLOCK); i++) m |= mask[(int64_t)order[i] * W + w];
+    blk[j] = m;
+  }
+}
+
+/* ---- host side ------------------------------------------------------------------------- */
+
+static unsigned grid_for(int64_t n) { return (unsigned)(n < 1 ? 1 : n / 256 + 1 < 65536 ? n / 256 + 1 : 65535); }
+
+#define TRY(call)                                                                                                      \
+  do {                                                                                                                 \
+    vc_status st_ = (call);                                                                                            \
+    if (st_ != VC_OK) return st_;                                                                                      \
+  } while (0)
+
+static vc_status dev_alloc(vc_context *ctx, void **ptr, size_t bytes, cudaStream_t s, const char *what) {
+  cudaError_t e = cudaMallocAsync(ptr, bytes ? bytes : 16, s);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    *ptr = NULL;
+    return vc_fail(ctx, e == cudaErrorMemoryAllocation ? VC_ERR_OUT_OF_MEMORY : VC_ERR_DEVICE,
+                   "vc_plan_create: allocating %zu bytes of device memory for %s failed: %s", bytes, what,
+                   cudaGetErrorString(e));
+  }
+  return VC_OK;
+}
+
+static uint64_t table_capacity(int64_t n) {
+  uint64_t cap = 1024;
+  while (cap < (uint64_t)n * 2) cap <<= 1;
+  return cap;
+}
+
+/* Temporary device memory of one plan build, released on every path. */
+typedef struct scratch {
+  void *p[8];
+  int n;
+  cudaStream_t s;
+} scratch;
+
+static vc_status scratch_alloc(vc_context *ctx, scratch *t, void **ptr, size_t bytes, const char *what) {
+  vc_status st = dev_alloc(ctx, ptr, bytes, t->s, what);
+  if (st == VC_OK) t->p[t->n++] = *ptr;
+  return st;
+}
+
+static void scratch_free(scratch *t) {
+  for (int i = 0; i < t->n; i++) cudaFreeAsync(t->p[i], t->s);
+  t->n = 0;
+}
+
+/* Range check and hash of the input sites, with the CPU engine's messages on failure. */
+static vc_status hash_inputs(vc_context *ctx, const int32_t *coords, int64_t n, scratch *t, uint64_t **keys,
+                             int32_t **vals, uint64_t *mask, unsigned long long *flags) {
+  const cudaStream_t s = t->s;
+  unsigned long long h[2];
+  uint64_t cap = table_capacity(n);
+  *mask = cap - 1;
+  TRY(scratch_alloc(ctx, t, (void **)keys, cap * sizeof(uint64_t), "the input hash table"));
+  TRY(scratch_alloc(ctx, t, (void **)vals, cap * sizeof(int32_t), "the input hash table"));
+  VC_CUDA_TRY(ctx, cudaMemsetAsync(*keys, 0xff, cap * sizeof(uint64_t), s));
+  VC_CUDA_TRY(ctx, cudaMemsetAsync(flags, 0xff, 2 * sizeof *flags, s));
+  k_check_range<<<grid_for(n), 256, 0, s>>>(coords, n, flags);
+  k_insert_inputs<<<grid_for(n), 256, 0, s>>>(coords, n, *keys, *vals, *mask, flags + 1);
+  VC_CUDA_TRY(ctx, cudaGetLastError());
+  VC_CUDA_TRY(ctx, cudaMemcpyAsync(h, flags, sizeof h, cudaMemcpyDeviceToHost, s));
+  VC_CUDA_TRY(ctx, cudaStreamSynchronize(s));
+  if (h[0] == ~0ull && h[1] == ~0ull) return VC_OK;
+  /* Error path: bring the coordinates home to name the culprit exactly as the CPU does. */
+  int32_t *hc = (int32_t *)malloc((size_t)n * 4 * sizeof(int32_t));
+  if (!hc) return vc_fail(ctx, VC_ERR_OUT_OF_MEMORY, "vc_plan_create: out of host memory");
+  vc_status st = VC_ERR_INTERNAL;
+  if (cudaMemcpy(hc, coords, (size_t)n * 4 * sizeof(int32_t), cudaMemcpyDeviceToHost) != cudaSuccess) {
+    st = vc_fail(ctx, VC_ERR_DEVICE, "vc_plan_create: reading coords back failed");
+  } else if (h[0] != ~0ull) {
+    st = vc_check_coords(ctx, hc, n);
+  } else {
+    const int32_t *d = hc + 4 * h[1];
+    for (int64_t i = 0; i < (int64_t)h[1]; i++)
+      if (!memcmp(hc + 4 * i, d, 4 * sizeof(int32_t))) {
+        st = vc_fail(ctx, VC_ERR_DUPLICATE_COORDS, "coords rows %lld and %lld are the same site (%d, %d, %d, %d)",
+                     (long long)i, (long long)h[1], d[0], d[1], d[2], d[3]);
+        break;
+      }
+  }
+  free(hc);
+  return st;
+}
+
+/* Output sites of a sparse or transposed conv, sorted; allocates p->out_coords. */
+static vc_status output_sites(vc_context *ctx, vc_plan *p, const int32_t *coords, const geom &g, bool transposed,
+                              scratch *t, unsigned long long *flags) {
+  const cudaStream_t s = t->s;
+  const int64_t n = p->n_in;
+  int64_t reach = 1; /* outputs one input can reach */
+  for (int a = 0; a < 3; a++) reach *= transposed ? g.k[a] : (g.k[a] + g.s[a] - 1) / g.s[a];
+  const int64_t bound = n * reach;
+  uint64_t cap = table_capacity(bound), *okeys, *list;
+  TRY(scratch_alloc(ctx, t, (void **)&okeys, cap * sizeof(uint64_t), "the output hash table"));
+  TRY(scratch_alloc(ctx, t, (void **)&list, (size_t)(bound + 1) * sizeof(uint64_t), "output sites"));
+  VC_CUDA_TRY(ctx, cudaMemsetAsync(okeys, 0xff, cap * sizeof(uint64_t), s));
+  VC_CUDA_TRY(ctx, cudaMemsetAsync(flags, 0, sizeof *flags, s));
+  VC_CUDA_TRY(ctx, cudaMemsetAsync(flags + 1, 0xff, sizeof *flags, s));
+  k_out_candidates<<<grid_for(n * g.K), 256, 0, s>>>(coords, n, g, transposed, okeys, cap - 1, list, flags, flags + 1);
+  VC_CUDA_TRY(ctx, cudaGetLastError());
+  unsigned long long h[2];
+  VC_CUDA_TRY(ctx, cudaMemcpyAsync(h, flags, sizeof h, cudaMemcpyDeviceToHost, s));
+  VC_CUDA_TRY(ctx, cudaStreamSynchronize(s));
+  if (h[1] != ~0ull) {
+    int64_t i = (int64_t)(h[1] / g.K), tt[3];
+    int r = (int)(h[1] % g.K);
+    int32_t c[4];
+    VC_CUDA_TRY(ctx, cudaMemcpy(c, coords + 4 * i, sizeof c, cudaMemcpyDeviceToHost));
+    candidate(g, transposed, c, r, tt);
+    return vc_fail(ctx, VC_ERR_OUT_OF_RANGE,
+                   "output site (%d, %lld, %lld, %lld), reached from coords row %lld through kernel offset %d, is "
+                   "outside the supported range [%d, %d]",
+                   c[0], (long long)tt[0], (long long)tt[1], (long long)tt[2], (long long)i, r, VC_COORD_MIN,
+                   VC_COORD_MAX);
+  }
+  p->n_out = (int64_t)h[0];
+  if (p->n_out > INT32_MAX - 1)
+    return vc_fail(ctx, VC_ERR_OUT_OF_RANGE, "output sites: %lld exceed the limit of %d", (long long)p->n_out,
+                   INT32_MAX - 1);
+  void *sort_tmp;
+  TRY(scratch_alloc(ctx, t, &sort_tmp, vc_cuda_sort_tmp_bytes(p->n_out), "sorting output sites"));
+  vc_cuda_sort_u64(list, p->n_out, sort_tmp, s);
+  TRY(dev_alloc(ctx, (void **)&p->out_coords, (size_t)p->n_out * 4 * sizeof(int32_t), s, "output coordinates"));
+  k_unpack<<<grid_for(p->n_out), 256, 0, s>>>(list, p->n_out, p->out_coords);
+  VC_CUDA_TRY(ctx, cudaGetLastError());
+  return VC_OK;
+}
+
+/* nb -> p->offsets (host), p->pair_in, p->pair_out. */
+static vc_status compact_pairs(vc_context *ctx, vc_plan *p, const int32_t *nb, scratch *t) {
+  const cudaStream_t s = t->s;
+  const int K = p->kvol;
+  const int64_t nblk = p->n_out ? (p->n_out + PAIR_ROWS - 1) / PAIR_ROWS : 0, ncnt = nblk * K;
+  p->offsets = (int64_t *)calloc((size_t)K + 1, sizeof(int64_t));
+  if (!p->offsets) return vc_fail(ctx, VC_ERR_OUT_OF_MEMORY, "vc_plan_create: out of host memory");
+  if (nblk == 0) {
+    p->n_pairs = p->max_pairs = 0;
+    TRY(dev_alloc(ctx, (void **)&p->pair_in, 16, s, "the kernel map"));
+    return dev_alloc(ctx, (void **)&p->pair_out, 16, s, "the kernel map");
+  }
+  int32_t *cnt;
+  int64_t *start;
+  void *tmp;
+  TRY(scratch_alloc(ctx, t, (void **)&cnt, (size_t)ncnt * sizeof(int32_t), "pair counts"));
+  TRY(scratch_alloc(ctx, t, (void **)&start, (size_t)ncnt * sizeof(int64_t), "pair counts"));
+  TRY(scratch_alloc(ctx, t, &tmp, vc_cuda_scan_tmp_bytes(ncnt), "pair counts"));
+  dim3 grid((unsigned)nblk, (unsigned)K);
+  k_count_pairs<<<grid, 256, 0, s>>>(nb, p->n_out, K, cnt);
+  vc_cuda_scan_exclusive(cnt, start, ncnt, tmp, s);
+  VC_CUDA_TRY(ctx, cudaGetLastError());
+  /* offsets[r] = start[r * nblk]; the total sits after the scan's tile sums */
+  int64_t *host_start = (int64_t *)malloc((size_t)ncnt * sizeof(int64_t));
+  if (!host_start) return vc_fail(ctx, VC_ERR_OUT_OF_MEMORY, "vc_plan_create: out of host memory");
+  cudaError_t e = cudaMemcpyAsync(host_start, start, (size_t)ncnt * sizeof(int64_t), cudaMemcpyDeviceToHost, s);
+  int32_t last = 0;
+  if (e == cudaSuccess) e = cudaMemcpyAsync(&last, cnt + ncnt - 1, sizeof last, cudaMemcpyDeviceToHost, s);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+  if (e != cudaSuccess) {
+    free(host_start);
+    return vc_fail(ctx, VC_ERR_DEVICE, "vc_plan_create: reading pair counts failed: %s", cudaGetErrorString(e));
+  }
+  for (int r = 0; r < K; r++) p->offsets[r] = host_start[(int64_t)r * nblk];
+  p->offsets[K] = host_start[ncnt - 1] + last;
+  free(host_start);
+  p->n_pairs = p->offsets[K];
+  p->max_pairs = 0;
+  for (int r = 0; r < K; r++)
+    if (p->offsets[r + 1] - p->offsets[r] > p->max_pairs) p->max_pairs = p->offsets[r + 1] - p->offsets[r];
+  TRY(dev_alloc(ctx, (void **)&p->pair_in, (size_t)p->n_pairs * sizeof(int32_t), s, "the kernel map"));
+  TRY(dev_alloc(ctx, (void **)&p->pair_out, (size_t)p->n_pairs * sizeof(int32_t), s, "the kernel map"));
+  k_write_pairs<<<grid, PAIR_ROWS, 0, s>>>(nb, p->n_out, K, start, p->pair_in, p->pair_out);
+  VC_CUDA_TRY(ctx, cudaGetLastError());
+  return VC_OK;
+}
+
+/* Row masks, Gray order, block masks and (non-submanifold) the reverse table. */
+static vc_status encodings(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, cudaStream_t s) {
+  const int K = p->kvol, W = (K + 31) / 32;
+  const int64_t n = p->n_out, nblk = (n + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK;
+  cp->mask_words = W;
+  TRY(dev_alloc(ctx, (void **)&cp->mask, (size_t)n * W * sizeof(uint32_t), s, "row masks"));
+  TRY(dev_alloc(ctx, (void **)&cp->order, (size_t)n * sizeof(int32_t), s, "the row order"));
+  TRY(dev_alloc(ctx, (void **)&cp->blk_mask, (size_t)nblk * W * sizeof(uint32_t), s, "block masks"));
+  if (n > 0) {
+    k_masks<<<grid_for(n), 256, 0, s>>>(cp->nb, n, K, W, cp->mask);
+    k_order<<<(unsigned)((n + VC_ORDER_WINDOW - 1) / VC_ORDER_WINDOW), VC_ORDER_WINDOW, 0, s>>>(cp->mask, n, W, cp->order);
+    k_block_masks<<<grid_for(nblk * W), 256, 0, s>>>(cp->mask, cp->order, n, W, cp->blk_mask);
+  }
+  if (p->desc.kind != VC_CONV_SUBMANIFOLD) {
+    TRY(dev_alloc(ctx, (void **)&cp->nbt, (size_t)p->n_in * K * sizeof(int32_t), s, "the reverse kernel map"));
+    VC_CUDA_TRY(ctx, cudaMemsetAsync(cp->nbt, 0xff, (size_t)p->n_in * K * sizeof(int32_t), s));
+    if (n > 0) k_reverse<<<grid_for(n * K), 256, 0, s>>>(cp->nb, n, K, cp->nbt);
+  }
+  VC_CUDA_TRY(ctx, cudaGetLastError());
+  return VC_OK;
+}
+
+static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int32_t *coords, const vc_plan *paired,
+                       scratch *t) {
+  const cudaStream_t s = t->s;
+  const vc_conv_kind kind = p->desc.kind;
+  const geom g = geom_of(&p->desc);
+  unsigned long long *flags;
+  TRY(scratch_alloc(ctx, t, (void **)&flags, 2 * sizeof *flags, "flags"));
+  uint64_t *keys = NULL, mask = 0;
+  int32_t *vals = NULL;
+
+  if (kind == VC_CONV_INVERSE) {
+    p->n_in = paired->n_out;
+    p->n_out = paired->n_in;
+    TRY(dev_alloc(ctx, (void **)&p->in_coords, (size_t)p->n_in * 16, s, "input coordinates"));
+    TRY(dev_alloc(ctx, (void **)&p->out_coords, (size_t)p->n_out * 16, s, "output coordinates"));
+    VC_CUDA_TRY(ctx, cudaMemcpyAsync(p->in_coords, paired->out_coords, (size_t)p->n_in * 16, cudaMemcpyDeviceToDevice, s));
+    VC_CUDA_TRY(ctx, cudaMemcpyAsync(p->out_coords, paired->in_coords, (size_t)p->n_out * 16, cudaMemcpyDeviceToDevice, s));
+    if (coords && p->n_in > 0) { /* must equal the paired outputs: compare on the host */
+      size_t bytes = (size_t)p->n_in * 16;
+      int32_t *a = (int32_t *)malloc(bytes), *b = (int32_t *)malloc(bytes);
+      vc_status st = VC_OK;
+      if (!a || !b) st = vc_fail(ctx, VC_ERR_OUT_OF_MEMORY, "vc_plan_create: out of host memory");
+      else if (cudaMemcpy(a, coords, bytes, cudaMemcpyDeviceToHost) != cudaSuccess ||
+               cudaMemcpy(b, paired->out_coords, bytes, cudaMemcpyDeviceToHost) != cudaSuccess)
+        st = vc_fail(ctx, VC_ERR_DEVICE, "vc_plan_create: reading coords back failed");
+      for (int64_t i = 0; st == VC_OK && i < p->n_in; i++)
+        if (memcmp(a + 4 * i, b + 4 * i, 16))
+          st = vc_fail(ctx, VC_ERR_INVALID_ARGUMENT,
+                       "vc_plan_create: coords row %lld (%d, %d, %d, %d) differs from the paired plan's output site "
+                       "(%d, %d, %d, %d)",
+                       (long long)i, a[4 * i], a[4 * i + 1], a[4 * i + 2], a[4 * i + 3], b[4 * i], b[4 * i + 1],
+                       b[4 * i + 2], b[4 * i + 3]);
+      free(a), free(b);
+      if (st != VC_OK) return st;
+    }
+  } else {
+    TRY(hash_inputs(ctx, coords, p->n_in, t, &keys, &vals, &mask, flags));
+    TRY(dev_alloc(ctx, (void **)&p->in_coords, (size_t)p->n_in * 16, s, "input coordinates"));
+    VC_CUDA_TRY(ctx, cudaMemcpyAsync(p->in_coords, coords, (size_t)p->n_in * 16, cudaMemcpyDeviceToDevice, s));
+    if (kind == VC_CONV_SUBMANIFOLD) {
+      p->n_out = p->n_in;
+      p->out_coords = p->in_coords;
+    } else {
+      TRY(output_sites(ctx, p, coords, g, kind == VC_CONV_TRANSPOSED, t, flags));
+    }
+  }
+
+  const int64_t nbn = p->n_out * g.K;
+  TRY(dev_alloc(ctx, (void **)&cp->nb, (size_t)nbn * sizeof(int32_t), s, "the neighbour table"));
+  VC_CUDA_TRY(ctx, cudaMemsetAsync(cp->nb, 0xff, (size_t)nbn * sizeof(int32_t), s));
+  if (p->n_out > 0) {
+    if (kind == VC_CONV_SUBMANIFOLD)
+      k_neighbors_submanifold<<<grid_for(p->n_out * (g.K / 2 + 1)), 256, 0, s>>>(p->in_coords, p->n_out, g, keys, vals,
+                                                                                mask, cp->nb);
+    else if (kind == VC_CONV_INVERSE) {
+      int64_t *doff;
+      TRY(scratch_alloc(ctx, t, (void **)&doff, (size_t)(g.K + 1) * sizeof(int64_t), "offsets"));
+      VC_CUDA_TRY(ctx, cudaMemcpyAsync(doff, paired->offsets, (size_t)(g.K + 1) * sizeof(int64_t), cudaMemcpyHostToDevice, s));
+      k_inverse_neighbors<<<grid_for(paired->n_pairs), 256, 0, s>>>(doff, g.K, paired->pair_in, paired->pair_out,
+                                                                   paired->n_pairs, cp->nb);
+    } else {
+      k_neighbors<<<grid_for(nbn), 256, 0, s>>>(p->out_coords, p->n_out, g, kind == VC_CONV_TRANSPOSED, keys, vals, mask,
+                                                cp->nb);
+    }
+    VC_CUDA_TRY(ctx, cudaGetLastError());
+  }
+  TRY(compact_pairs(ctx, p, cp->nb, t));
+  TRY(dev_alloc(ctx, (void **)&cp->offsets_dev, (size_t)(g.K + 1) * sizeof(int64_t), s, "pair offsets"));
+  VC_CUDA_TRY(ctx, cudaMemcpyAsync(cp->offsets_dev, p->offsets, (size_t)(g.K + 1) * sizeof(int64_t), cudaMemcpyHostToDevice, s));
+  TRY(encodings(ctx, p, cp, s));
+  return VC_OK;
+}
+
+extern "C" vc_status vc_cuda_plan_build(vc_context *ctx, vc_plan *p, const int32_t *coords, const vc_plan *paired,
+                                        void *stream) {
+  vc_cuda_plan *cp = (vc_cuda_plan *)calloc(1, sizeof *cp);
+  if (!cp) return vc_fail(ctx, VC_ERR_OUT_OF_MEMORY, "vc_plan_create: out of host memory");
+  p->backend_data = cp;
+  scratch t = {{0}, 0, (cudaStream_t)stream};
+  vc_status st = build(ctx, p, cp, coords, paired, &t);
+  scratch_free(&t);
+  if (st == VC_OK) {
+    cudaError_t e = cudaStreamSynchronize(t.s); /* the plan is complete when create returns */
+    if (e != cudaSuccess) st = vc_fail(ctx, VC_ERR_DEVICE, "vc_plan_create: %s", cudaGetErrorString(e));
+  }
+  return st;
+}
+
+extern "C" void vc_cuda_plan_release(vc_plan *p) {
+  vc_cuda_plan *cp = (vc_cuda_plan *)p->backend_data;
+  if (p->out_coords != p->in_coords) cudaFree(p->out_coords);
+  cudaFree(p->in_coords);
+  cudaFree(p->pair_in);
+  cudaFree(p->pair_out);
+  if (cp) {
+    cudaFree(cp->nb);
+    cudaFree(cp->nbt);
+    cudaFree(cp->mask);
+    cudaFree(cp->order);
+    cudaFree(cp->blk_mask);
+    cudaFree(cp->offsets_dev);
+    free(cp);
+  }
+}

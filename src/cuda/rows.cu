@@ -1,0 +1,53 @@
+/* rows.cu — elementwise kernels shared by the passes: bias fill, dtype conversion and the
+ * deterministic column sums behind the bias gradient. */
+#include "cuda_internal.h"
+#include "dtype.cuh"
+
+#define SUM_ROW_BLOCKS 256 /* partial sums per column; fixed so the result is deterministic */
+
+__global__ static void k_fill_rows(float *acc, int64_t n, int64_t c, const void *bias, int dt) {
+  const int64_t total = n * c;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x)
+    acc[i] = bias ? vc_load(bias, dt, i % c) : 0.0f;
+}
+
+__global__ static void k_convert(void *dst, int dt, const float *src, int64_t n) {
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    vc_store(dst, dt, i, src[i]);
+}
+
+/* part[b, k] = sum of rows b, b + SUM_ROW_BLOCKS, ... of column k. */
+__global__ static void k_column_partials(const void *dy, int dt, int64_t n, int64_t c, float *part) {
+  for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < c; k += (int64_t)gridDim.x * blockDim.x) {
+    float s = 0;
+    for (int64_t i = blockIdx.y; i < n; i += SUM_ROW_BLOCKS) s += vc_load(dy, dt, i * c + k);
+    part[(int64_t)blockIdx.y * c + k] = s;
+  }
+}
+
+__global__ static void k_column_total(const float *part, int64_t c, void *db, int dt) {
+  for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < c; k += (int64_t)gridDim.x * blockDim.x) {
+    float s = 0;
+    for (int b = 0; b < SUM_ROW_BLOCKS; b++) s += part[(int64_t)b * c + k];
+    vc_store(db, dt, k, s);
+  }
+}
+
+static unsigned grid_of(int64_t n) { return (unsigned)(n / 256 + 1 < 4096 ? n / 256 + 1 : 4096); }
+
+extern "C" void vc_cuda_fill_rows_f32(float *acc, int64_t n, int64_t c, const void *bias, vc_dtype dt, cudaStream_t s) {
+  if (n * c > 0) k_fill_rows<<<grid_of(n * c), 256, 0, s>>>(acc, n, c, bias, dt);
+}
+
+extern "C" void vc_cuda_convert_f32(void *dst, vc_dtype dt, const float *src, int64_t n, cudaStream_t s) {
+  if (n > 0) k_convert<<<grid_of(n), 256, 0, s>>>(dst, dt, src, n);
+}
+
+extern "C" size_t vc_cuda_column_sums_tmp_bytes(int64_t c) { return (size_t)SUM_ROW_BLOCKS * (size_t)c * sizeof(float); }
+
+extern "C" void vc_cuda_column_sums(void *db, vc_dtype dt, const void *dy, int64_t n, int64_t c, float *tmp,
+                                    cudaStream_t s) {
+  dim3 grid(vc_blocks(c, 128), SUM_ROW_BLOCKS);
+  k_column_partials<<<grid, 128, 0, s>>>(dy, dt, n, c, tmp);
+  k_column_total<<<vc_blocks(c, 128), 128, 0, s>>>(tmp, c, db, dt);
+}
