@@ -58,13 +58,19 @@ help:
 deps:
 	@sh tools/install-deps.sh
 
+# Library objects export only the VC_API functions of the header.
+LIB_FLAGS := -fvisibility=hidden -DVC_BUILDING_LIBRARY
+$(BUILD)/src/%.o: src/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(CFLAGS) $(OPENMP) -fPIC $(LIB_FLAGS) $(CPPFLAGS_VC) -MMD -MP -c $< -o $@
+
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) $(OPENMP) -fPIC $(CPPFLAGS_VC) -MMD -MP -c $< -o $@
 
 $(BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) $(CPPFLAGS_VC) -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) -Xcompiler -fvisibility=hidden -DVC_BUILDING_LIBRARY $(CPPFLAGS_VC) -c $< -o $@
 
 $(BUILD)/libvoxconv.a: $(LIB_OBJS)
 	@rm -f $@

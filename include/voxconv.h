@@ -36,6 +36,13 @@
 extern "C" {
 #endif
 
+/* Exported from libvoxconv.so; everything else in the library is hidden. */
+#if defined(VC_BUILDING_LIBRARY) && defined(__GNUC__)
+#define VC_API __attribute__((visibility("default")))
+#else
+#define VC_API
+#endif
+
 #define VC_VERSION_MAJOR 0
 #define VC_VERSION_MINOR 1
 #define VC_VERSION_PATCH 0
@@ -128,15 +135,15 @@ typedef struct vc_conv_args {
 /* ---- status and errors -------------------------------------------------------------- */
 
 /* Static text for a status ("VC_ERR_OUT_OF_RANGE: ..."); never NULL. */
-const char *vc_status_string(vc_status s);
+VC_API const char *vc_status_string(vc_status s);
 
 /* The last error recorded on `ctx` (empty string if none). With ctx == NULL: the calling
  * thread's last error from a function that had no context (vc_context_create).
  * The string lives until the next failing call on the same context or thread. */
-const char *vc_last_error(const vc_context *ctx);
+VC_API const char *vc_last_error(const vc_context *ctx);
 
 /* "0.1.0" */
-const char *vc_version(void);
+VC_API const char *vc_version(void);
 
 /* ---- context ------------------------------------------------------------------------ */
 
@@ -144,28 +151,28 @@ const char *vc_version(void);
  * Owns: the returned context (free with vc_context_destroy).
  * Errors: VC_ERR_INVALID_ARGUMENT (NULL out, bad kind or device), VC_ERR_UNSUPPORTED
  * (backend not in this build), VC_ERR_DEVICE, VC_ERR_OUT_OF_MEMORY. */
-vc_status vc_context_create(vc_device_kind kind, int device, vc_context **out);
+VC_API vc_status vc_context_create(vc_device_kind kind, int device, vc_context **out);
 
 /* Frees the context. Plans made from it must be destroyed first. NULL is fine. */
-void vc_context_destroy(vc_context *ctx);
+VC_API void vc_context_destroy(vc_context *ctx);
 
 /* The context's device kind (VC_DEVICE_CPU for NULL). */
-vc_device_kind vc_context_device_kind(const vc_context *ctx);
+VC_API vc_device_kind vc_context_device_kind(const vc_context *ctx);
 
 /* ---- descriptors -------------------------------------------------------------------- */
 
 /* Fills `d` for the same kernel/stride/padding/dilation on all three axes.
  * padding < 0 picks the default: (kernel/2)*dilation for submanifold, 0 otherwise.
  * Validation happens in vc_plan_create. */
-void vc_conv_desc_init(vc_conv_desc *d, vc_conv_kind kind, int32_t kernel_size,
+VC_API void vc_conv_desc_init(vc_conv_desc *d, vc_conv_kind kind, int32_t kernel_size,
                        int32_t stride, int32_t padding, int32_t dilation);
 
 /* Fills `a` with the given channels and dtype, VC_MATH_F32, VC_ALGO_AUTO. */
-void vc_conv_args_init(vc_conv_args *a, int64_t in_channels, int64_t out_channels,
+VC_API void vc_conv_args_init(vc_conv_args *a, int64_t in_channels, int64_t out_channels,
                        vc_dtype dtype);
 
 /* Bytes of one element of `dtype` (4 or 2); 0 for an unknown dtype. */
-size_t vc_dtype_size(vc_dtype dtype);
+VC_API size_t vc_dtype_size(vc_dtype dtype);
 
 /* ---- plans -------------------------------------------------------------------------- */
 
@@ -180,27 +187,27 @@ size_t vc_dtype_size(vc_dtype dtype);
  * wrong kind/context/geometry, coords differing from paired), VC_ERR_OUT_OF_RANGE (n < 0 or
  * too large, a coordinate or a produced output coordinate outside the supported range),
  * VC_ERR_DUPLICATE_COORDS, VC_ERR_OUT_OF_MEMORY, VC_ERR_DEVICE. */
-vc_status vc_plan_create(vc_context *ctx, const vc_conv_desc *desc, const int32_t *coords,
+VC_API vc_status vc_plan_create(vc_context *ctx, const vc_conv_desc *desc, const int32_t *coords,
                          int64_t n, const vc_plan *paired, void *stream, vc_plan **out);
 
 /* Frees the plan and its kernel map. NULL is fine. */
-void vc_plan_destroy(vc_plan *p);
+VC_API void vc_plan_destroy(vc_plan *p);
 
-int64_t vc_plan_in_count(const vc_plan *p);     /* -1 for NULL */
-int64_t vc_plan_out_count(const vc_plan *p);    /* -1 for NULL */
-int32_t vc_plan_kernel_volume(const vc_plan *p); /* K0*K1*K2; -1 for NULL */
-int64_t vc_plan_pair_count(const vc_plan *p);   /* total (input, output) pairs; -1 for NULL */
-const vc_conv_desc *vc_plan_desc(const vc_plan *p); /* the validated descriptor */
+VC_API int64_t vc_plan_in_count(const vc_plan *p);     /* -1 for NULL */
+VC_API int64_t vc_plan_out_count(const vc_plan *p);    /* -1 for NULL */
+VC_API int32_t vc_plan_kernel_volume(const vc_plan *p); /* K0*K1*K2; -1 for NULL */
+VC_API int64_t vc_plan_pair_count(const vc_plan *p);   /* total (input, output) pairs; -1 for NULL */
+VC_API const vc_conv_desc *vc_plan_desc(const vc_plan *p); /* the validated descriptor */
 
 /* Copies the output coordinates (int32 [out_count, 4]) into caller memory on the plan's
  * device. Sync: CUDA copies are ordered on `stream`. Errors: VC_ERR_INVALID_ARGUMENT. */
-vc_status vc_plan_out_coords(const vc_plan *p, int32_t *coords_out, void *stream);
+VC_API vc_status vc_plan_out_coords(const vc_plan *p, int32_t *coords_out, void *stream);
 
 /* Copies the kernel map: offsets[K+1] (int64, host memory; pairs of offset r are entries
  * offsets[r] .. offsets[r+1]-1), in_index[pairs] and out_index[pairs] (int32 row indices,
  * caller memory on the plan's device). Within an offset, pairs ascend by output row.
  * Any of the three pointers may be NULL to skip it. Errors: VC_ERR_INVALID_ARGUMENT. */
-vc_status vc_plan_kernel_map(const vc_plan *p, int64_t *offsets, int32_t *in_index,
+VC_API vc_status vc_plan_kernel_map(const vc_plan *p, int64_t *offsets, int32_t *in_index,
                              int32_t *out_index, void *stream);
 
 /* ---- execution ---------------------------------------------------------------------- */
@@ -208,7 +215,7 @@ vc_status vc_plan_kernel_map(const vc_plan *p, int64_t *offsets, int32_t *in_ind
 /* Workspace bytes that `pass` needs with these arguments (0 is possible).
  * Errors: VC_ERR_INVALID_ARGUMENT (NULL, bad args), VC_ERR_UNSUPPORTED (algo/dtype/math
  * this backend does not have). Errors are recorded on the plan's context. */
-vc_status vc_conv_workspace_size(const vc_plan *p, const vc_conv_args *a, vc_pass pass,
+VC_API vc_status vc_conv_workspace_size(const vc_plan *p, const vc_conv_args *a, vc_pass pass,
                                  size_t *bytes);
 
 /* y[out_count, Co] = conv(x[in_count, Ci], w[Co, K0, K1, K2, Ci]) + bias[Co].
@@ -217,19 +224,19 @@ vc_status vc_conv_workspace_size(const vc_plan *p, const vc_conv_args *a, vc_pas
  * Errors: VC_ERR_INVALID_ARGUMENT (NULL pointers with n > 0, plan from another context,
  * bad args), VC_ERR_OUT_OF_MEMORY (workspace smaller than vc_conv_workspace_size),
  * VC_ERR_UNSUPPORTED, VC_ERR_DEVICE. */
-vc_status vc_conv_forward(vc_context *ctx, const vc_plan *p, const vc_conv_args *a,
+VC_API vc_status vc_conv_forward(vc_context *ctx, const vc_plan *p, const vc_conv_args *a,
                           const void *x, const void *w, const void *bias, void *y,
                           void *workspace, size_t workspace_bytes, void *stream);
 
 /* dx[in_count, Ci] = gradient of the forward output w.r.t. x, given dy[out_count, Co].
  * dx is overwritten. Sync and errors as vc_conv_forward. */
-vc_status vc_conv_backward_data(vc_context *ctx, const vc_plan *p, const vc_conv_args *a,
+VC_API vc_status vc_conv_backward_data(vc_context *ctx, const vc_plan *p, const vc_conv_args *a,
                                 const void *dy, const void *w, void *dx,
                                 void *workspace, size_t workspace_bytes, void *stream);
 
 /* dw[Co, K0, K1, K2, Ci] = sum over pairs of dy[out] x[in]^T; db[Co] = sum of dy rows
  * (db may be NULL). Both are overwritten. Sync and errors as vc_conv_forward. */
-vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, const vc_conv_args *a,
+VC_API vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, const vc_conv_args *a,
                                   const void *x, const void *dy, void *dw, void *db,
                                   void *workspace, size_t workspace_bytes, void *stream);
 
@@ -247,14 +254,14 @@ vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, const vc_co
 
 /* The algorithm VC_ALGO_AUTO (or the forced a->algo) runs for this pass now.
  * Errors: VC_ERR_INVALID_ARGUMENT, VC_ERR_UNSUPPORTED (forced algo not in this backend). */
-vc_status vc_conv_algo_for(const vc_plan *p, const vc_conv_args *a, vc_pass pass, vc_algo *algo);
+VC_API vc_status vc_conv_algo_for(const vc_plan *p, const vc_conv_args *a, vc_pass pass, vc_algo *algo);
 
 /* Times every algorithm this backend has for `pass` on random data of the plan's shape,
  * records the fastest in the tune cache (memory and file) and returns it in *best (may be
  * NULL). Unlike execute calls it allocates temporary buffers and synchronises `stream`.
  * Errors: VC_ERR_INVALID_ARGUMENT, VC_ERR_OUT_OF_MEMORY, VC_ERR_DEVICE, VC_ERR_IO (cache file
  * not writable: the winner is still kept in memory). */
-vc_status vc_conv_tune(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, vc_pass pass, void *stream,
+VC_API vc_status vc_conv_tune(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, vc_pass pass, void *stream,
                        vc_algo *best);
 
 /* ---- helpers ------------------------------------------------------------------------ */
@@ -262,8 +269,8 @@ vc_status vc_conv_tune(vc_context *ctx, const vc_plan *p, const vc_conv_args *a,
 /* Converts n values between f32 and f16/bf16 storage (round to nearest even; NaN stays
  * NaN). Host memory. Errors: VC_ERR_INVALID_ARGUMENT (NULL with n > 0, bad dtype),
  * recorded in the thread's context-less slot: vc_last_error(NULL). */
-vc_status vc_convert_from_f32(vc_dtype to, const float *src, void *dst, int64_t n);
-vc_status vc_convert_to_f32(vc_dtype from, const void *src, float *dst, int64_t n);
+VC_API vc_status vc_convert_from_f32(vc_dtype to, const float *src, void *dst, int64_t n);
+VC_API vc_status vc_convert_to_f32(vc_dtype from, const void *src, float *dst, int64_t n);
 
 #ifdef __cplusplus
 }

@@ -40,7 +40,7 @@ static void backward_data_explicit(const vc_plan *p, const vc_conv_args *a, cons
 vc_status vc_cpu_backward_data(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, const void *dy,
                                const void *w, void *dx, void *ws, size_t ws_bytes, void *stream) {
   (void)ctx, (void)ws_bytes, (void)stream;
-  vc_algo algo;
+  vc_algo algo = VC_ALGO_EXPLICIT;
   void *part[VC_WS_MAX_PARTS];
   vc_status s = vc_cpu_pass_begin(p, a, VC_PASS_BACKWARD_DATA, ws, &algo, part);
   if (s != VC_OK) return s;

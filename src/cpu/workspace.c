@@ -27,7 +27,7 @@ int64_t vc_cpu_chunk_rows(const vc_plan *p) {
 }
 
 vc_status vc_cpu_ws_layout(const vc_plan *p, const vc_conv_args *a, vc_pass pass, vc_cpu_ws *ws) {
-  vc_algo algo;
+  vc_algo algo = VC_ALGO_EXPLICIT;
   vc_status s = vc_cpu_pick_algo(p->ctx, a, &algo);
   if (s != VC_OK) return s;
   const int64_t ci = a->in_channels, co = a->out_channels, k = p->kvol, w = co * k * ci;
