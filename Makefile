@@ -64,6 +64,10 @@ $(BUILD)/src/%.o: src/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) $(OPENMP) -fPIC $(LIB_FLAGS) $(CPPFLAGS_VC) -MMD -MP -c $< -o $@
 
+$(BUILD)/tests/%.o: tests/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(CFLAGS) $(OPENMP) -Itests $(CPPFLAGS_VC) -MMD -MP -c $< -o $@
+
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) $(OPENMP) -fPIC $(CPPFLAGS_VC) -MMD -MP -c $< -o $@

@@ -24,7 +24,7 @@ enum { MODE_FWD = 0, MODE_DGRAD = 1, MODE_WGRAD = 2 };
 #define TC_BM 128
 #define TC_BN 128
 #define TC_BK 32
-#define TC_STAGES 3
+#define TC_STAGES 4
 #define TC_PAD 8
 #define TC_THREADS 256
 #define TC_TILE_ELEMS (TC_BM * (TC_BK + TC_PAD)) /* >= TC_BK * (TC_BM + TC_PAD) */
@@ -37,6 +37,9 @@ enum { MODE_FWD = 0, MODE_DGRAD = 1, MODE_WGRAD = 2 };
 #define FF_THREADS 256
 
 #define WGRAD_SPLIT_MIN 2048 /* pairs per wgrad split at least */
+/* Gather rows of the tile for up to this many active offsets are resolved once per tile
+ * into shared memory, so no dependent global load precedes a stage's copies. */
+#define GTAB_OFFSETS 32
 #define MAX_K (VC_KERNEL_MAX * VC_KERNEL_MAX * VC_KERNEL_MAX)
 
 typedef struct imp_args {
@@ -65,7 +68,8 @@ typedef struct tile_pos {
 } tile_pos;
 
 /* Rows of the tile (fwd/dgrad) into rowid[], active offsets into act[]; returns position. */
-__device__ static tile_pos tile_setup(const imp_args &p, int bm, int bk, int32_t *rowid, int16_t *act, int *n_act) {
+__device__ static tile_pos tile_setup(const imp_args &p, int bm, int bk, int32_t *rowid, int16_t *act, int *n_act,
+                                      int32_t *gtab) {
   tile_pos t;
   if (p.mode == MODE_WGRAD) {
     t.n0 = (int64_t)blockIdx.x * (bm == TC_BM ? TC_BN : FF_BN);
@@ -101,6 +105,13 @@ __device__ static tile_pos tile_setup(const imp_args &p, int bm, int bk, int32_t
     *n_act = n;
   }
   __syncthreads();
+  if (*n_act <= GTAB_OFFSETS) { /* gtab[a * bm + m]: consecutive threads walk one row's offsets */
+    for (int i = threadIdx.x; i < *n_act * bm; i += blockDim.x) {
+      const int m = i / *n_act, a = i % *n_act;
+      gtab[a * bm + m] = rowid[m] >= 0 ? p.tab[(int64_t)rowid[m] * p.K + act[a]] : -1;
+    }
+    __syncthreads();
+  }
   t.nkc = (int)((p.c_red + bk - 1) / bk);
   t.n_it = *n_act * t.nkc;
   return t;
@@ -121,8 +132,15 @@ __device__ static inline void load8(uint16_t *dst, const uint16_t *src, bool row
   for (int e = 0; e < 8; e++) dst[e] = row_ok && l + e < limit ? src[e] : (uint16_t)0;
 }
 
+/* The input row that tile row m meets through the a-th active offset (column col). */
+__device__ static inline int32_t gather_row(const imp_args &p, const int32_t *rowid, const int32_t *gtab, int n_act, int bm,
+                                            int a, int col, int m) {
+  if (n_act <= GTAB_OFFSETS) return gtab[a * bm + m];
+  return rowid[m] >= 0 ? p.tab[(int64_t)rowid[m] * p.K + col] : -1;
+}
+
 __device__ static void tc_load_stage(const imp_args &p, const tile_pos &t, const int32_t *rowid, const int16_t *act,
-                                     int it, uint16_t *sA, uint16_t *sB) {
+                                     const int32_t *gtab, int n_act, int it, uint16_t *sA, uint16_t *sB) {
   const uint16_t *a_src = (const uint16_t *)p.a_src, *b_src = (const uint16_t *)p.b_src;
   const uint16_t *w = (const uint16_t *)p.w;
 #pragma unroll
@@ -137,11 +155,11 @@ __device__ static void tc_load_stage(const imp_args &p, const tile_pos &t, const
       load8(sB + k * (TC_BN + TC_PAD) + q * 8, b_src + ri * p.ci + t.n0 + q * 8, ok, t.n0 + q * 8, p.ci, p.vec, b_src);
       continue;
     }
-    const int col = act[it / t.nkc], rw = p.flip ? p.K - 1 - col : col;
+    const int a = it / t.nkc, col = act[a], rw = p.flip ? p.K - 1 - col : col;
     const int64_t k0 = (int64_t)(it % t.nkc) * TC_BK;
     { /* A: [128 rows][BK contiguous], rows gathered through the table */
       const int m = c / 4, q = c % 4;
-      const int32_t row = rowid[m] >= 0 ? p.tab[(int64_t)rowid[m] * p.K + col] : -1;
+      const int32_t row = gather_row(p, rowid, gtab, n_act, TC_BM, a, col, m);
       load8(sA + m * (TC_BK + TC_PAD) + q * 8, a_src + (int64_t)max(row, 0) * p.c_red + k0 + q * 8, row >= 0,
             k0 + q * 8, p.c_red, p.vec, a_src);
     }
@@ -207,12 +225,28 @@ __device__ static inline void emit(const imp_args &p, const tile_pos &t, const i
   vc_store(p.out, p.dt, (int64_t)row * p.n_cols + n, v);
 }
 
+/* Two neighbouring columns of one row: one 32-bit store for 16-bit storage when both exist. */
+__device__ static inline void emit2(const imp_args &p, const tile_pos &t, const int32_t *rowid, int m, int64_t n, float v0,
+                                    float v1) {
+  const int32_t row = p.mode == MODE_WGRAD ? -1 : rowid[m];
+  if (row < 0 || p.dt == VC_DTYPE_F32 || n + 1 >= p.n_cols || (p.n_cols & 1)) {
+    emit(p, t, rowid, m, n, v0);
+    emit(p, t, rowid, m, n + 1, v1);
+    return;
+  }
+  if (p.bias) v0 += vc_load(p.bias, p.dt, n), v1 += vc_load(p.bias, p.dt, n + 1);
+  const int64_t at = (int64_t)row * p.n_cols + n; /* even: n and n_cols are even */
+  if (p.dt == VC_DTYPE_F16) *(__half2 *)((__half *)p.out + at) = __floats2half2_rn(v0, v1);
+  else *(__nv_bfloat162 *)((__nv_bfloat16 *)p.out + at) = __floats2bfloat162_rn(v0, v1);
+}
+
 __global__ void __launch_bounds__(TC_THREADS) k_implicit_tc(const imp_args p) {
   extern __shared__ __align__(16) uint16_t smem[];
   __shared__ int32_t rowid[TC_BM];
   __shared__ int16_t act[MAX_K];
+  __shared__ int32_t gtab[GTAB_OFFSETS * TC_BM];
   __shared__ int n_act;
-  const tile_pos t = tile_setup(p, TC_BM, TC_BK, rowid, act, &n_act);
+  const tile_pos t = tile_setup(p, TC_BM, TC_BK, rowid, act, &n_act, gtab);
   if (p.mode == MODE_WGRAD && t.n_it == 0) return;
   uint16_t *sA = smem, *sB = smem + TC_STAGES * TC_TILE_ELEMS;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wm = warp % 2, wn = warp / 2;
@@ -226,15 +260,16 @@ __global__ void __launch_bounds__(TC_THREADS) k_implicit_tc(const imp_args p) {
 
 #pragma unroll
   for (int s = 0; s < TC_STAGES - 1; s++) {
-    if (s < t.n_it) tc_load_stage(p, t, rowid, act, s, sA + s * TC_TILE_ELEMS, sB + s * TC_TILE_ELEMS);
+    if (s < t.n_it) tc_load_stage(p, t, rowid, act, gtab, n_act, s, sA + s * TC_TILE_ELEMS, sB + s * TC_TILE_ELEMS);
     vc_cp_async_commit();
   }
   for (int it = 0; it < t.n_it; it++) {
-    VC_CP_ASYNC_WAIT(1); /* == TC_STAGES - 2: stage `it` has landed */
+    VC_CP_ASYNC_WAIT(2); /* == TC_STAGES - 2: stage `it` has landed */
     __syncthreads();     /* ... for every thread, and stage it-1 is no longer read */
     const int nxt = it + TC_STAGES - 1;
     if (nxt < t.n_it)
-      tc_load_stage(p, t, rowid, act, nxt, sA + (nxt % TC_STAGES) * TC_TILE_ELEMS, sB + (nxt % TC_STAGES) * TC_TILE_ELEMS);
+      tc_load_stage(p, t, rowid, act, gtab, n_act, nxt, sA + (nxt % TC_STAGES) * TC_TILE_ELEMS,
+                    sB + (nxt % TC_STAGES) * TC_TILE_ELEMS);
     vc_cp_async_commit();
     tc_compute_stage(p, sA + (it % TC_STAGES) * TC_TILE_ELEMS, sB + (it % TC_STAGES) * TC_TILE_ELEMS, acc, wm, wn, lane);
   }
@@ -246,10 +281,10 @@ __global__ void __launch_bounds__(TC_THREADS) k_implicit_tc(const imp_args p) {
 #pragma unroll
     for (int ni = 0; ni < 4; ni++)
 #pragma unroll
-      for (int e = 0; e < 4; e++) {
-        const int m = wm * 64 + mi * 16 + g + 8 * (e >> 1);
-        const int64_t n = t.n0 + wn * 32 + ni * 8 + 2 * q + (e & 1);
-        emit(p, t, rowid, m, n, acc[mi][ni][e]);
+      for (int h = 0; h < 2; h++) {
+        const int m = wm * 64 + mi * 16 + g + 8 * h;
+        const int64_t n = t.n0 + wn * 32 + ni * 8 + 2 * q;
+        emit2(p, t, rowid, m, n, acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
       }
 }
 
@@ -258,8 +293,8 @@ __global__ void __launch_bounds__(TC_THREADS) k_implicit_tc(const imp_args p) {
 __device__ static inline float ld_or0(const float *src, bool ok) { return ok ? *src : 0.0f; }
 
 /* sA[k][m], sB[k][n] for one BK slice; scalar, synchronous, zero-filled. */
-__device__ static void ff_load(const imp_args &p, const tile_pos &t, const int32_t *rowid, const int16_t *act, int it,
-                               float (*sA)[FF_BM], float (*sB)[FF_BN]) {
+__device__ static void ff_load(const imp_args &p, const tile_pos &t, const int32_t *rowid, const int16_t *act,
+                               const int32_t *gtab, int n_act, int it, float (*sA)[FF_BM], float (*sB)[FF_BN]) {
   const float *a_src = (const float *)p.a_src, *b_src = (const float *)p.b_src, *w = (const float *)p.w;
   for (int e = threadIdx.x; e < FF_BK * FF_BM; e += FF_THREADS) {
     if (p.mode == MODE_WGRAD) { /* k-major element order: coalesced along m and n */
@@ -271,11 +306,11 @@ __device__ static void ff_load(const imp_args &p, const tile_pos &t, const int32
       sB[k][mn] = ld_or0(b_src + (ok ? (int64_t)p.pin[j] * p.ci + ci : 0), ok && ci < p.ci);
       continue;
     }
-    const int col = act[it / t.nkc], rw = p.flip ? p.K - 1 - col : col;
+    const int a = it / t.nkc, col = act[a], rw = p.flip ? p.K - 1 - col : col;
     const int64_t k0 = (int64_t)(it % t.nkc) * FF_BK;
     { /* A: m-major element order, coalesced along k */
       const int m = e / FF_BK, k = e % FF_BK;
-      const int32_t row = rowid[m] >= 0 ? p.tab[(int64_t)rowid[m] * p.K + col] : -1;
+      const int32_t row = gather_row(p, rowid, gtab, n_act, FF_BM, a, col, m);
       sA[k][m] = ld_or0(a_src + (row >= 0 ? (int64_t)row * p.c_red + k0 + k : 0), row >= 0 && k0 + k < p.c_red);
     }
     if (p.mode == MODE_FWD) {
@@ -294,14 +329,15 @@ __global__ void __launch_bounds__(FF_THREADS) k_implicit_ffma(const imp_args p) 
   __shared__ float sA[FF_BK][FF_BM], sB[FF_BK][FF_BN];
   __shared__ int32_t rowid[FF_BM];
   __shared__ int16_t act[MAX_K];
+  __shared__ int32_t gtab[GTAB_OFFSETS * FF_BM];
   __shared__ int n_act;
-  const tile_pos t = tile_setup(p, FF_BM, FF_BK, rowid, act, &n_act);
+  const tile_pos t = tile_setup(p, FF_BM, FF_BK, rowid, act, &n_act, gtab);
   if (p.mode == MODE_WGRAD && t.n_it == 0) return;
   const int tm = (threadIdx.x / 16) * 4, tn = (threadIdx.x % 16) * 4;
   float acc[4][4] = {{0}};
   for (int it = 0; it < t.n_it; it++) {
     __syncthreads();
-    ff_load(p, t, rowid, act, it, sA, sB);
+    ff_load(p, t, rowid, act, gtab, n_act, it, sA, sB);
     __syncthreads();
 #pragma unroll
     for (int k = 0; k < FF_BK; k++)

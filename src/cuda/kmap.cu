@@ -354,11 +354,13 @@ static vc_status hash_inputs(vc_context *ctx, const int32_t *coords, int64_t n, 
   } else if (h[0] != ~0ull) {
     st = vc_check_coords(ctx, hc, n);
   } else {
+    /* Either copy may have lost the insert race: name the first pair of equal rows. */
     const int32_t *d = hc + 4 * h[1];
-    for (int64_t i = 0; i < (int64_t)h[1]; i++)
-      if (!memcmp(hc + 4 * i, d, 4 * sizeof(int32_t))) {
+    for (int64_t i = 0; i < n; i++)
+      if (i != (int64_t)h[1] && !memcmp(hc + 4 * i, d, 4 * sizeof(int32_t))) {
+        int64_t a = i < (int64_t)h[1] ? i : (int64_t)h[1], b = i < (int64_t)h[1] ? (int64_t)h[1] : i;
         st = vc_fail(ctx, VC_ERR_DUPLICATE_COORDS, "coords rows %lld and %lld are the same site (%d, %d, %d, %d)",
-                     (long long)i, (long long)h[1], d[0], d[1], d[2], d[3]);
+                     (long long)a, (long long)b, d[0], d[1], d[2], d[3]);
         break;
       }
   }

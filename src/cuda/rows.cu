@@ -16,20 +16,21 @@ __global__ static void k_convert(void *dst, int dt, const float *src, int64_t n)
     vc_store(dst, dt, i, src[i]);
 }
 
-/* part[b, k] = sum of rows b, b + SUM_ROW_BLOCKS, ... of column k. */
-__global__ static void k_column_partials(const void *dy, int dt, int64_t n, int64_t c, float *part) {
+/* part[b, k] = sum of rows b, b + SUM_ROW_BLOCKS, ... of column k, in f64: the bias
+ * gradient sums up to millions of rows and must stay within f32 rounding of the truth. */
+__global__ static void k_column_partials(const void *dy, int dt, int64_t n, int64_t c, double *part) {
   for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < c; k += (int64_t)gridDim.x * blockDim.x) {
-    float s = 0;
+    double s = 0;
     for (int64_t i = blockIdx.y; i < n; i += SUM_ROW_BLOCKS) s += vc_load(dy, dt, i * c + k);
     part[(int64_t)blockIdx.y * c + k] = s;
   }
 }
 
-__global__ static void k_column_total(const float *part, int64_t c, void *db, int dt) {
+__global__ static void k_column_total(const double *part, int64_t c, void *db, int dt) {
   for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < c; k += (int64_t)gridDim.x * blockDim.x) {
-    float s = 0;
+    double s = 0;
     for (int b = 0; b < SUM_ROW_BLOCKS; b++) s += part[(int64_t)b * c + k];
-    vc_store(db, dt, k, s);
+    vc_store(db, dt, k, (float)s);
   }
 }
 
@@ -43,11 +44,11 @@ extern "C" void vc_cuda_convert_f32(void *dst, vc_dtype dt, const float *src, in
   if (n > 0) k_convert<<<grid_of(n), 256, 0, s>>>(dst, dt, src, n);
 }
 
-extern "C" size_t vc_cuda_column_sums_tmp_bytes(int64_t c) { return (size_t)SUM_ROW_BLOCKS * (size_t)c * sizeof(float); }
+extern "C" size_t vc_cuda_column_sums_tmp_bytes(int64_t c) { return (size_t)SUM_ROW_BLOCKS * (size_t)c * sizeof(double); }
 
-extern "C" void vc_cuda_column_sums(void *db, vc_dtype dt, const void *dy, int64_t n, int64_t c, float *tmp,
+extern "C" void vc_cuda_column_sums(void *db, vc_dtype dt, const void *dy, int64_t n, int64_t c, void *tmp,
                                     cudaStream_t s) {
   dim3 grid(vc_blocks(c, 128), SUM_ROW_BLOCKS);
-  k_column_partials<<<grid, 128, 0, s>>>(dy, dt, n, c, tmp);
-  k_column_total<<<vc_blocks(c, 128), 128, 0, s>>>(tmp, c, db, dt);
+  k_column_partials<<<grid, 128, 0, s>>>(dy, dt, n, c, (double *)tmp);
+  k_column_total<<<vc_blocks(c, 128), 128, 0, s>>>((double *)tmp, c, db, dt);
 }
