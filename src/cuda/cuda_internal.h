@@ -30,7 +30,9 @@ typedef struct vc_cuda_plan {
   int mask_words;
 } vc_cuda_plan;
 
-#define VC_ORDER_WINDOW 256 /* rows sorted by mask within windows of this many rows */
+/* Rows are sorted by mask within windows of this many rows: larger windows group masks
+ * better (fewer offsets per tile), smaller ones keep the gathers local (L2 hits). */
+#define VC_ORDER_WINDOW 16384
 #define VC_ORDER_BLOCK 64   /* granularity of the per-block active-offset lists */
 
 static inline vc_cuda_state *vc_cuda(vc_context *ctx) { return (vc_cuda_state *)ctx->backend_state; }

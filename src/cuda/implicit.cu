@@ -68,8 +68,8 @@ typedef struct tile_pos {
 } tile_pos;
 
 /* Rows of the tile (fwd/dgrad) into rowid[], active offsets into act[]; returns position. */
-__device__ static tile_pos tile_setup(const imp_args &p, int bm, int bk, int32_t *rowid, int16_t *act, int *n_act,
-                                      int32_t *gtab) {
+__device__ static __forceinline__ tile_pos tile_setup(const imp_args &p, int bm, int bk, int32_t *rowid, int16_t *act, int *n_act,
+                                      int32_t *gtab, uint32_t *live16) {
   tile_pos t;
   if (p.mode == MODE_WGRAD) {
     t.n0 = (int64_t)blockIdx.x * (bm == TC_BM ? TC_BN : FF_BN);
@@ -111,7 +111,17 @@ __device__ static tile_pos tile_setup(const imp_args &p, int bm, int bk, int32_t
       gtab[a * bm + m] = rowid[m] >= 0 ? p.tab[(int64_t)rowid[m] * p.K + act[a]] : -1;
     }
     __syncthreads();
+    /* live16[a] bit b: some row of the 16-row block b meets offset a; Gray-ordered rows
+     * share masks, so whole blocks are often empty and their MMAs are skipped. */
+    for (int a = threadIdx.x; a < *n_act; a += blockDim.x) {
+      uint32_t bits = 0;
+      for (int m = 0; m < bm; m++) bits |= (uint32_t)(gtab[a * bm + m] >= 0) << (m / 16);
+      live16[a] = bits;
+    }
+  } else {
+    for (int a = threadIdx.x; a < GTAB_OFFSETS; a += blockDim.x) live16[a] = ~0u;
   }
+  __syncthreads();
   t.nkc = (int)((p.c_red + bk - 1) / bk);
   t.n_it = *n_act * t.nkc;
   return t;
@@ -133,13 +143,13 @@ __device__ static inline void load8(uint16_t *dst, const uint16_t *src, bool row
 }
 
 /* The input row that tile row m meets through the a-th active offset (column col). */
-__device__ static inline int32_t gather_row(const imp_args &p, const int32_t *rowid, const int32_t *gtab, int n_act, int bm,
+__device__ static __forceinline__ int32_t gather_row(const imp_args &p, const int32_t *rowid, const int32_t *gtab, int n_act, int bm,
                                             int a, int col, int m) {
   if (n_act <= GTAB_OFFSETS) return gtab[a * bm + m];
   return rowid[m] >= 0 ? p.tab[(int64_t)rowid[m] * p.K + col] : -1;
 }
 
-__device__ static void tc_load_stage(const imp_args &p, const tile_pos &t, const int32_t *rowid, const int16_t *act,
+__device__ static __forceinline__ void tc_load_stage(const imp_args &p, const tile_pos &t, const int32_t *rowid, const int16_t *act,
                                      const int32_t *gtab, int n_act, int it, uint16_t *sA, uint16_t *sB) {
   const uint16_t *a_src = (const uint16_t *)p.a_src, *b_src = (const uint16_t *)p.b_src;
   const uint16_t *w = (const uint16_t *)p.w;
@@ -177,8 +187,8 @@ __device__ static void tc_load_stage(const imp_args &p, const tile_pos &t, const
   }
 }
 
-__device__ static void tc_compute_stage(const imp_args &p, const uint16_t *sA, const uint16_t *sB, float acc[4][4][4],
-                                        int wm, int wn, int lane) {
+__device__ static __forceinline__ void tc_compute_stage(const imp_args &p, const uint16_t *sA, const uint16_t *sB, float acc[4][4][4],
+                                        int wm, int wn, int lane, uint32_t live) {
   const bool a_kcontig = p.mode != MODE_WGRAD, b_kcontig = p.mode == MODE_FWD;
   const int l8 = lane & 7, lb = (lane >> 3) & 1, lh = lane >> 4;
 #pragma unroll
@@ -187,6 +197,7 @@ __device__ static void tc_compute_stage(const imp_args &p, const uint16_t *sA, c
 #pragma unroll
     for (int mi = 0; mi < 4; mi++) {
       const int m = wm * 64 + mi * 16;
+      if (!(live >> (wm * 4 + mi) & 1)) continue;
       if (a_kcontig)
         vc_ldmatrix_x4(af[mi], sA + (m + l8 + 8 * lb) * (TC_BK + TC_PAD) + kk * 16 + 8 * lh);
       else
@@ -206,6 +217,7 @@ __device__ static void tc_compute_stage(const imp_args &p, const uint16_t *sA, c
     for (int mi = 0; mi < 4; mi++)
 #pragma unroll
       for (int ni = 0; ni < 4; ni++) {
+        if (!(live >> (wm * 4 + mi) & 1)) continue;
         if (p.dt == VC_DTYPE_BF16) vc_mma_bf16(acc[mi][ni], af[mi], bf[ni]);
         else vc_mma_f16(acc[mi][ni], af[mi], bf[ni]);
       }
@@ -213,7 +225,7 @@ __device__ static void tc_compute_stage(const imp_args &p, const uint16_t *sA, c
 }
 
 /* Writes one accumulator: rows own their output (fwd/dgrad), wgrad adds across splits. */
-__device__ static inline void emit(const imp_args &p, const tile_pos &t, const int32_t *rowid, int m, int64_t n, float v) {
+__device__ static __forceinline__ void emit(const imp_args &p, const tile_pos &t, const int32_t *rowid, int m, int64_t n, float v) {
   if (p.mode == MODE_WGRAD) {
     const int64_t co = t.m0 + m;
     if (co < p.co && n < p.ci) atomicAdd((float *)p.out + (co * p.K + t.r) * p.ci + n, v);
@@ -226,7 +238,7 @@ __device__ static inline void emit(const imp_args &p, const tile_pos &t, const i
 }
 
 /* Two neighbouring columns of one row: one 32-bit store for 16-bit storage when both exist. */
-__device__ static inline void emit2(const imp_args &p, const tile_pos &t, const int32_t *rowid, int m, int64_t n, float v0,
+__device__ static __forceinline__ void emit2(const imp_args &p, const tile_pos &t, const int32_t *rowid, int m, int64_t n, float v0,
                                     float v1) {
   const int32_t row = p.mode == MODE_WGRAD ? -1 : rowid[m];
   if (row < 0 || p.dt == VC_DTYPE_F32 || n + 1 >= p.n_cols || (p.n_cols & 1)) {
@@ -240,13 +252,18 @@ __device__ static inline void emit2(const imp_args &p, const tile_pos &t, const 
   else *(__nv_bfloat162 *)((__nv_bfloat16 *)p.out + at) = __floats2bfloat162_rn(v0, v1);
 }
 
-__global__ void __launch_bounds__(TC_THREADS) k_implicit_tc(const imp_args p) {
+/* The body is inlined into one kernel per (pass, dtype) so that both are compile-time
+ * constants: the operand layouts, ldmatrix variants and mma type fold away. */
+__device__ static __forceinline__ void tc_body(const imp_args &args, const int mode, const int dt) {
+  imp_args p = args;
+  p.mode = mode, p.dt = dt;
   extern __shared__ __align__(16) uint16_t smem[];
   __shared__ int32_t rowid[TC_BM];
   __shared__ int16_t act[MAX_K];
   __shared__ int32_t gtab[GTAB_OFFSETS * TC_BM];
+  __shared__ uint32_t live16[GTAB_OFFSETS];
   __shared__ int n_act;
-  const tile_pos t = tile_setup(p, TC_BM, TC_BK, rowid, act, &n_act, gtab);
+  const tile_pos t = tile_setup(p, TC_BM, TC_BK, rowid, act, &n_act, gtab, live16);
   if (p.mode == MODE_WGRAD && t.n_it == 0) return;
   uint16_t *sA = smem, *sB = smem + TC_STAGES * TC_TILE_ELEMS;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wm = warp % 2, wn = warp / 2;
@@ -271,7 +288,9 @@ __global__ void __launch_bounds__(TC_THREADS) k_implicit_tc(const imp_args p) {
       tc_load_stage(p, t, rowid, act, gtab, n_act, nxt, sA + (nxt % TC_STAGES) * TC_TILE_ELEMS,
                     sB + (nxt % TC_STAGES) * TC_TILE_ELEMS);
     vc_cp_async_commit();
-    tc_compute_stage(p, sA + (it % TC_STAGES) * TC_TILE_ELEMS, sB + (it % TC_STAGES) * TC_TILE_ELEMS, acc, wm, wn, lane);
+    const uint32_t live = p.mode == MODE_WGRAD || n_act > GTAB_OFFSETS ? ~0u : live16[it / t.nkc];
+    tc_compute_stage(p, sA + (it % TC_STAGES) * TC_TILE_ELEMS, sB + (it % TC_STAGES) * TC_TILE_ELEMS, acc, wm, wn, lane,
+                     live);
   }
   VC_CP_ASYNC_WAIT(0);
 
@@ -288,12 +307,29 @@ __global__ void __launch_bounds__(TC_THREADS) k_implicit_tc(const imp_args p) {
       }
 }
 
+/* CTAs per SM: two where the kernel fits 128 registers without spilling; forward (bias
+ * epilogue, k-contiguous B) needs ~164 and runs one. */
+#define TC_KERNEL(name, mode, dt, ctas)                                                                      \
+  __global__ void __launch_bounds__(TC_THREADS, ctas) name(const imp_args p) { tc_body(p, mode, dt); }
+TC_KERNEL(k_tc_fwd_f16, MODE_FWD, VC_DTYPE_F16, 1)
+TC_KERNEL(k_tc_fwd_bf16, MODE_FWD, VC_DTYPE_BF16, 1)
+TC_KERNEL(k_tc_dgrad_f16, MODE_DGRAD, VC_DTYPE_F16, 2)
+TC_KERNEL(k_tc_dgrad_bf16, MODE_DGRAD, VC_DTYPE_BF16, 2)
+TC_KERNEL(k_tc_wgrad_f16, MODE_WGRAD, VC_DTYPE_F16, 2)
+TC_KERNEL(k_tc_wgrad_bf16, MODE_WGRAD, VC_DTYPE_BF16, 2)
+
+typedef void (*tc_kernel)(const imp_args);
+/* [mode][dtype == bf16] */
+static const tc_kernel tc_kernels[3][2] = {{k_tc_fwd_f16, k_tc_fwd_bf16},
+                                           {k_tc_dgrad_f16, k_tc_dgrad_bf16},
+                                           {k_tc_wgrad_f16, k_tc_wgrad_bf16}};
+
 /* ---- FFMA kernel (exact f32) --------------------------------------------------------------- */
 
 __device__ static inline float ld_or0(const float *src, bool ok) { return ok ? *src : 0.0f; }
 
 /* sA[k][m], sB[k][n] for one BK slice; scalar, synchronous, zero-filled. */
-__device__ static void ff_load(const imp_args &p, const tile_pos &t, const int32_t *rowid, const int16_t *act,
+__device__ static __forceinline__ void ff_load(const imp_args &p, const tile_pos &t, const int32_t *rowid, const int16_t *act,
                                const int32_t *gtab, int n_act, int it, float (*sA)[FF_BM], float (*sB)[FF_BN]) {
   const float *a_src = (const float *)p.a_src, *b_src = (const float *)p.b_src, *w = (const float *)p.w;
   for (int e = threadIdx.x; e < FF_BK * FF_BM; e += FF_THREADS) {
@@ -330,8 +366,9 @@ __global__ void __launch_bounds__(FF_THREADS) k_implicit_ffma(const imp_args p) 
   __shared__ int32_t rowid[FF_BM];
   __shared__ int16_t act[MAX_K];
   __shared__ int32_t gtab[GTAB_OFFSETS * FF_BM];
+  __shared__ uint32_t live16[GTAB_OFFSETS];
   __shared__ int n_act;
-  const tile_pos t = tile_setup(p, FF_BM, FF_BK, rowid, act, &n_act, gtab);
+  const tile_pos t = tile_setup(p, FF_BM, FF_BK, rowid, act, &n_act, gtab, live16);
   if (p.mode == MODE_WGRAD && t.n_it == 0) return;
   const int tm = (threadIdx.x / 16) * 4, tn = (threadIdx.x % 16) * 4;
   float acc[4][4] = {{0}};
@@ -419,7 +456,7 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
       q.nsplit = nsplit;
       q.split_len = vc_round_up((p->max_pairs + nsplit - 1) / nsplit, bk);
       dim3 grid(vc_blocks(q.ci, bn), vc_blocks(q.co, bm), (unsigned)(q.K * nsplit));
-      if (tc) k_implicit_tc<<<grid, TC_THREADS, TC_SMEM_BYTES, s>>>(q);
+      if (tc) tc_kernels[q.mode][q.dt == VC_DTYPE_BF16]<<<grid, TC_THREADS, TC_SMEM_BYTES, s>>>(q);
       else k_implicit_ffma<<<grid, FF_THREADS, 0, s>>>(q);
     }
     if (a->dtype != VC_DTYPE_F32) vc_cuda_convert_f32(out0, a->dtype, w.acc, q.co * q.K * q.ci, s);
@@ -427,7 +464,7 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
   } else if (q.rows > 0) {
     q.n_tiles = (q.n_cols + bn - 1) / bn;
     const int64_t blocks = (q.rows + bm - 1) / bm * q.n_tiles;
-    if (tc) k_implicit_tc<<<(unsigned)blocks, TC_THREADS, TC_SMEM_BYTES, s>>>(q);
+    if (tc) tc_kernels[q.mode][q.dt == VC_DTYPE_BF16]<<<(unsigned)blocks, TC_THREADS, TC_SMEM_BYTES, s>>>(q);
     else k_implicit_ffma<<<(unsigned)blocks, FF_THREADS, 0, s>>>(q);
   }
   VC_CUDA_TRY(ctx, cudaGetLastError());
@@ -436,6 +473,8 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
 
 /* Called once per context: the tensor-core kernel needs more than 48 KB of shared memory. */
 extern "C" vc_status vc_cuda_implicit_init(vc_context *ctx) {
-  VC_CUDA_TRY(ctx, cudaFuncSetAttribute(k_implicit_tc, cudaFuncAttributeMaxDynamicSharedMemorySize, TC_SMEM_BYTES));
+  for (int m = 0; m < 3; m++)
+    for (int d = 0; d < 2; d++)
+      VC_CUDA_TRY(ctx, cudaFuncSetAttribute(tc_kernels[m][d], cudaFuncAttributeMaxDynamicSharedMemorySize, TC_SMEM_BYTES));
   return VC_OK;
 }

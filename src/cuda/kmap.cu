@@ -178,48 +178,60 @@ __global__ static void k_inverse_neighbors(const int64_t *offsets, int K, const 
   }
 }
 
-#define PAIR_ROWS 1024 /* rows per block when compacting nb into pairs */
+#define PAIR_ROWS 256 /* rows per block when compacting nb into pairs */
+#define PAIR_COLS 32  /* offsets staged in shared memory at a time */
 
-/* cnt[r * nblk + b] = live entries of column r in rows [b*PAIR_ROWS, (b+1)*PAIR_ROWS). */
-__global__ static void k_count_pairs(const int32_t *nb, int64_t n_out, int K, int32_t *cnt) {
-  __shared__ int32_t s;
-  if (threadIdx.x == 0) s = 0;
-  __syncthreads();
-  const int r = blockIdx.y;
-  int c = 0;
-  for (int64_t o = (int64_t)blockIdx.x * PAIR_ROWS + threadIdx.x; o < min(n_out, (int64_t)(blockIdx.x + 1) * PAIR_ROWS);
-       o += blockDim.x)
-    c += nb[o * K + r] >= 0;
-  atomicAdd(&s, c);
-  __syncthreads();
-  if (threadIdx.x == 0) cnt[(int64_t)r * gridDim.x + blockIdx.x] = s;
-}
-
-/* Writes the pairs of (column r, row block b) at start[r * nblk + b], keeping row order. */
-__global__ static void k_write_pairs(const int32_t *nb, int64_t n_out, int K, const int64_t *start, int32_t *pin,
-                                     int32_t *pout) {
-  __shared__ int32_t warp_sums[PAIR_ROWS / 32];
-  __shared__ int64_t base;
-  const int r = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (threadIdx.x == 0) base = start[(int64_t)r * gridDim.x + blockIdx.x];
-  const int64_t o = (int64_t)blockIdx.x * PAIR_ROWS + threadIdx.x; /* blockDim.x == PAIR_ROWS */
-  const int32_t q = o < n_out ? nb[o * K + r] : -1;
-  const unsigned live = __ballot_sync(0xffffffffu, q >= 0);
-  if (lane == 0) warp_sums[warp] = __popc(live);
-  __syncthreads();
-  if (warp == 0) { /* exclusive scan of the 32 warp counts */
-    int v = warp_sums[lane], x = v;
-    for (int d = 1; d < 32; d <<= 1) {
-      int y = __shfl_up_sync(0xffffffffu, x, d);
-      if (lane >= d) x += y;
-    }
-    warp_sums[lane] = x - v;
+/* Stages nb[rows of block b, r0 .. r0+PAIR_COLS) in shared memory: each row's slice is
+ * contiguous, so the global reads coalesce (reading one column of nb would touch a
+ * sector per row). */
+__device__ static void stage_columns(const int32_t *nb, int64_t n_out, int K, int r0, int32_t (*tile)[PAIR_COLS + 1]) {
+  const int64_t o0 = (int64_t)blockIdx.x * PAIR_ROWS;
+  for (int i = threadIdx.x; i < PAIR_ROWS * PAIR_COLS; i += blockDim.x) {
+    const int row = i / PAIR_COLS, c = i % PAIR_COLS;
+    tile[row][c] = o0 + row < n_out && r0 + c < K ? nb[(o0 + row) * K + r0 + c] : -1;
   }
   __syncthreads();
-  if (q >= 0) {
-    int64_t at = base + warp_sums[warp] + __popc(live & ((1u << lane) - 1));
-    pin[at] = q;
-    pout[at] = (int32_t)o;
+}
+
+/* cnt[r * nblk + b] = live entries of column r in the rows of block b. */
+__global__ static void k_count_pairs(const int32_t *nb, int64_t n_out, int K, int32_t *cnt) {
+  __shared__ int32_t tile[PAIR_ROWS][PAIR_COLS + 1];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
+  for (int r0 = 0; r0 < K; r0 += PAIR_COLS) {
+    stage_columns(nb, n_out, K, r0, tile);
+    for (int c = warp; c < PAIR_COLS && r0 + c < K; c += nwarps) {
+      int n = 0;
+      for (int row = lane; row < PAIR_ROWS; row += 32) n += tile[row][c] >= 0;
+      for (int d = 16; d > 0; d >>= 1) n += __shfl_xor_sync(0xffffffffu, n, d);
+      if (lane == 0) cnt[(int64_t)(r0 + c) * gridDim.x + blockIdx.x] = n;
+    }
+    __syncthreads();
+  }
+}
+
+/* Writes the pairs of (column r, block b) from start[r * nblk + b] on, in row order: one
+ * warp per column, ranks from ballots. */
+__global__ static void k_write_pairs(const int32_t *nb, int64_t n_out, int K, const int64_t *start, int32_t *pin,
+                                     int32_t *pout) {
+  __shared__ int32_t tile[PAIR_ROWS][PAIR_COLS + 1];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
+  const int64_t o0 = (int64_t)blockIdx.x * PAIR_ROWS;
+  for (int r0 = 0; r0 < K; r0 += PAIR_COLS) {
+    stage_columns(nb, n_out, K, r0, tile);
+    for (int c = warp; c < PAIR_COLS && r0 + c < K; c += nwarps) {
+      int64_t at = start[(int64_t)(r0 + c) * gridDim.x + blockIdx.x];
+      for (int row0 = 0; row0 < PAIR_ROWS; row0 += 32) {
+        const int32_t q = tile[row0 + lane][c];
+        const unsigned live = __ballot_sync(0xffffffffu, q >= 0);
+        if (q >= 0) {
+          const int64_t j = at + __popc(live & ((1u << lane) - 1));
+          pin[j] = q;
+          pout[j] = (int32_t)(o0 + row0 + lane);
+        }
+        at += __popc(live);
+      }
+    }
+    __syncthreads();
   }
 }
 
@@ -251,24 +263,30 @@ __device__ static inline uint32_t gray_rank(uint32_t m) {
   return m;
 }
 
-/* One block per window of VC_ORDER_WINDOW rows: bitonic sort of (rank, row) in shared
+#define ORDER_THREADS 1024
+
+/* One block per window of VC_ORDER_WINDOW rows: bitonic sort of (Gray rank, row) in shared
  * memory. Windows keep the caller's (usually spatially local) row order at large scale. */
+#define ORDER_SMEM (VC_ORDER_WINDOW * sizeof(uint64_t))
+
 __global__ static void k_order(const uint32_t *mask, int64_t n_out, int W, int32_t *order) {
-  __shared__ uint64_t key[VC_ORDER_WINDOW];
-  const int64_t base = (int64_t)blockIdx.x * VC_ORDER_WINDOW, o = base + threadIdx.x;
-  key[threadIdx.x] = o < n_out ? ((uint64_t)gray_rank(mask[o * W]) << 32) | (uint32_t)threadIdx.x : ~0ull;
+  extern __shared__ uint64_t key[]; /* VC_ORDER_WINDOW keys */
+  const int64_t base = (int64_t)blockIdx.x * VC_ORDER_WINDOW;
+  for (int i = threadIdx.x; i < VC_ORDER_WINDOW; i += ORDER_THREADS)
+    key[i] = base + i < n_out ? ((uint64_t)gray_rank(mask[(base + i) * W]) << 32) | (uint32_t)i : ~0ull;
   __syncthreads();
   for (int size = 2; size <= VC_ORDER_WINDOW; size <<= 1)
     for (int stride = size >> 1; stride > 0; stride >>= 1) {
-      int i = threadIdx.x, j = i ^ stride;
-      if (j > i) {
-        bool up = (i & size) == 0;
-        uint64_t a = key[i], b = key[j];
+      for (int t = threadIdx.x; t < VC_ORDER_WINDOW / 2; t += ORDER_THREADS) {
+        const int i = 2 * t - (t & (stride - 1)), j = i + stride; /* i has bit `stride` clear */
+        const bool up = (i & size) == 0;
+        const uint64_t a = key[i], b = key[j];
         if ((a > b) == up) key[i] = b, key[j] = a;
       }
       __syncthreads();
     }
-  if (o < n_out) order[o] = (int32_t)(base + (key[threadIdx.x] & 0xffffffffu));
+  for (int i = threadIdx.x; i < VC_ORDER_WINDOW; i += ORDER_THREADS)
+    if (base + i < n_out) order[base + i] = (int32_t)(base + (key[i] & 0xffffffffu));
 }
 
 __global__ static void k_block_masks(const uint32_t *mask, const int32_t *order, int64_t n_out, int W, uint32_t *blk) {
@@ -430,8 +448,7 @@ static vc_status compact_pairs(vc_context *ctx, vc_plan *p, const int32_t *nb, s
   TRY(scratch_alloc(ctx, t, (void **)&cnt, (size_t)ncnt * sizeof(int32_t), "pair counts"));
   TRY(scratch_alloc(ctx, t, (void **)&start, (size_t)ncnt * sizeof(int64_t), "pair counts"));
   TRY(scratch_alloc(ctx, t, &tmp, vc_cuda_scan_tmp_bytes(ncnt), "pair counts"));
-  dim3 grid((unsigned)nblk, (unsigned)K);
-  k_count_pairs<<<grid, 256, 0, s>>>(nb, p->n_out, K, cnt);
+  k_count_pairs<<<(unsigned)nblk, 256, 0, s>>>(nb, p->n_out, K, cnt);
   vc_cuda_scan_exclusive(cnt, start, ncnt, tmp, s);
   VC_CUDA_TRY(ctx, cudaGetLastError());
   /* offsets[r] = start[r * nblk]; the total sits after the scan's tile sums */
@@ -454,7 +471,7 @@ static vc_status compact_pairs(vc_context *ctx, vc_plan *p, const int32_t *nb, s
     if (p->offsets[r + 1] - p->offsets[r] > p->max_pairs) p->max_pairs = p->offsets[r + 1] - p->offsets[r];
   TRY(dev_alloc(ctx, (void **)&p->pair_in, (size_t)p->n_pairs * sizeof(int32_t), s, "the kernel map"));
   TRY(dev_alloc(ctx, (void **)&p->pair_out, (size_t)p->n_pairs * sizeof(int32_t), s, "the kernel map"));
-  k_write_pairs<<<grid, PAIR_ROWS, 0, s>>>(nb, p->n_out, K, start, p->pair_in, p->pair_out);
+  k_write_pairs<<<(unsigned)nblk, 256, 0, s>>>(nb, p->n_out, K, start, p->pair_in, p->pair_out);
   VC_CUDA_TRY(ctx, cudaGetLastError());
   return VC_OK;
 }
@@ -469,7 +486,9 @@ static vc_status encodings(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, cudaSt
   TRY(dev_alloc(ctx, (void **)&cp->blk_mask, (size_t)nblk * W * sizeof(uint32_t), s, "block masks"));
   if (n > 0) {
     k_masks<<<grid_for(n), 256, 0, s>>>(cp->nb, n, K, W, cp->mask);
-    k_order<<<(unsigned)((n + VC_ORDER_WINDOW - 1) / VC_ORDER_WINDOW), VC_ORDER_WINDOW, 0, s>>>(cp->mask, n, W, cp->order);
+    VC_CUDA_TRY(ctx, cudaFuncSetAttribute(k_order, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ORDER_SMEM));
+    k_order<<<(unsigned)((n + VC_ORDER_WINDOW - 1) / VC_ORDER_WINDOW), ORDER_THREADS, ORDER_SMEM, s>>>(cp->mask, n, W,
+                                                                                                     cp->order);
     k_block_masks<<<grid_for(nblk * W), 256, 0, s>>>(cp->mask, cp->order, n, W, cp->blk_mask);
   }
   if (p->desc.kind != VC_CONV_SUBMANIFOLD) {
