@@ -2,14 +2,21 @@
  *
  *   voxconv demo       a small sparse U-Net, forward and backward; every pass is checked
  *                      against VC_ALGO_REFERENCE on a CPU context
+ *   voxconv bench      the suites of BENCHMARKS.md (bench*.c): dense peak, map build,
+ *                      inference and training rates, sampled f64 checks
  *   voxconv bench-cpu  one suite-S submanifold layer on the explicit CPU path, measured
  *                      against plain OpenBLAS SGEMM of the same FLOPs
  *   voxconv version
  *
  * Exit status: 0 success, 1 a failed check or a library error, 2 a usage error.
  * Library errors stop the tool at once (`check`): it is a one-shot program, and the
- * library's sentence already says what went wrong.
+ * library's sentence already says what went wrong. Helpers shared by the commands live in
+ * common.h (host side) and device.h (device buffers, timers, the dense ceiling).
  */
+#include "bench.h"
+#include "cli.h"
+#include "common.h"
+#include "device.h"
 #include "shapes.h"
 #include "voxconv.h"
 
@@ -21,204 +28,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-enum { EXIT_USAGE = 2 };
-
-static const char *const dtype_names[] = {"f32", "f16", "bf16", NULL}; /* vc_dtype order */
-static const char *const pass_names[] = {"forward", "backward-data", "backward-weight"};
-
-/* ---- errors, memory, time, random numbers ------------------------------------------------ */
-
-/* Stops with the library's sentence when a call failed. ctx NULL reads the thread's slot
- * (vc_context_create and the conversions have no context). */
-static void check(const vc_context *ctx, vc_status s) {
-  if (s == VC_OK) return;
-  const char *msg = vc_last_error(ctx);
-  fprintf(stderr, "voxconv: %s\n", msg && *msg ? msg : vc_status_string(s));
-  exit(1);
-}
-
-/* A command-line tool has no better answer to a failed allocation than stopping. */
-static void *xmalloc(size_t bytes) {
-  void *p = malloc(bytes ? bytes : 1);
-  if (!p) {
-    fprintf(stderr, "voxconv: out of host memory (%zu bytes)\n", bytes);
-    exit(1);
-  }
-  return p;
-}
-
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
-}
-
-static uint64_t rng_state = 1;
-
-static void rng_seed(uint64_t seed) {
-  rng_state = seed * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull; /* xorshift must not start at 0 */
-  if (!rng_state) rng_state = 1;
-}
-
-static double rng_uniform(double lo, double hi) { /* xorshift64*, 53 random bits */
-  rng_state ^= rng_state >> 12;
-  rng_state ^= rng_state << 25;
-  rng_state ^= rng_state >> 27;
-  return lo + (hi - lo) * (double)((rng_state * 0x2545f4914f6cdd1dull) >> 11) * 0x1p-53;
-}
-
-static double median(double *v, int n) {
-  for (int i = 1; i < n; i++) /* insertion sort: n is a repetition count */
-    for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
-      double t = v[j];
-      v[j] = v[j - 1];
-      v[j - 1] = t;
-    }
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-/* A timed body measures only its own critical call and returns the milliseconds, so
- * setup it must do each time (freeing a plan, sizing a workspace) stays out. */
-typedef double (*timed_body)(void *arg);
-
-/* One warm-up run, then the median of `reps` runs. */
-static double median_ms(timed_body body, void *arg, int reps) {
-  double *t = xmalloc((size_t)reps * sizeof *t);
-  body(arg);
-  for (int r = 0; r < reps; r++) t[r] = body(arg);
-  double m = median(t, reps);
-  free(t);
-  return m;
-}
-
-/* ---- host tensors in any storage dtype --------------------------------------------------- */
-
-static void *tensor_new(vc_dtype dt, int64_t n) { return xmalloc((size_t)n * vc_dtype_size(dt)); }
-
-/* All-ones bytes are NaN in f32, f16 and bf16: an element a pass forgets to write shows
- * up as a non-finite error instead of passing by luck. */
-static void poison(vc_dtype dt, void *t, int64_t n) { memset(t, 0xff, (size_t)n * vc_dtype_size(dt)); }
-
-static void *tensor_poisoned(vc_dtype dt, int64_t n) {
-  void *t = tensor_new(dt, n);
-  poison(dt, t, n);
-  return t;
-}
-
-static float *to_f32(vc_dtype dt, const void *t, int64_t n) {
-  float *f = xmalloc((size_t)n * sizeof *f);
-  check(NULL, vc_convert_to_f32(dt, t, f, n));
-  return f;
-}
-
-static void *from_f32(vc_dtype dt, const float *f, int64_t n) {
-  void *t = tensor_new(dt, n);
-  check(NULL, vc_convert_from_f32(dt, f, t, n));
-  return t;
-}
-
-/* Uniform in [-scale, scale): random, never zeros (DESIGN.md §6). */
-static float *random_f32(int64_t n, double scale) {
-  float *f = xmalloc((size_t)n * sizeof *f);
-  for (int64_t i = 0; i < n; i++) f[i] = (float)rng_uniform(-scale, scale);
-  return f;
-}
-
-static void *tensor_random(vc_dtype dt, int64_t n, double scale) {
-  float *f = random_f32(n, scale);
-  void *t = from_f32(dt, f, n);
-  free(f);
-  return t;
-}
-
-/* out = op(a, b) elementwise, computed in f32 and stored in dt; b may be NULL. */
-typedef float (*elementwise_op)(float a, float b);
+/* Demo-only elementwise ops (op_add is shared, in common.c). */
 static float op_copy(float a, float b) { return (void)b, a; }
 static float op_relu(float a, float b) { return (void)b, a > 0 ? a : 0; }
-static float op_add(float a, float b) { return a + b; }
 static float op_relu_grad(float g, float z) { return z > 0 ? g : 0; } /* g where the ReLU passed z */
 
-static void *elementwise(vc_dtype dt, int64_t n, const void *a, const void *b, elementwise_op op) {
-  float *fa = to_f32(dt, a, n), *fb = b ? to_f32(dt, b, n) : NULL;
-  for (int64_t i = 0; i < n; i++) fa[i] = op(fa[i], fb ? fb[i] : 0);
-  void *out = from_f32(dt, fa, n);
-  free(fa);
-  free(fb);
-  return out;
-}
-
-/* a += b; frees the old a. */
-static void add_into(vc_dtype dt, int64_t n, void **a, const void *b) {
-  void *sum = elementwise(dt, n, *a, b, op_add);
-  free(*a);
-  *a = sum;
-}
-
-/* ||out - ref|| / ||ref||, infinite when out has a non-finite element. */
-static double rel_err(vc_dtype dt, const void *out, const void *ref, int64_t n) {
-  float *o = to_f32(dt, out, n), *r = to_f32(dt, ref, n);
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < n && isfinite(num); i++) {
-    num = isfinite(o[i]) ? num + ((double)o[i] - r[i]) * ((double)o[i] - r[i]) : INFINITY;
-    den += (double)r[i] * r[i];
-  }
-  free(o);
-  free(r);
-  return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
-/* Whether error b is worse than a; NaN counts as the worst, so a NaN never passes a check. */
-static bool is_worse(double b, double a) { return !isnan(a) && (isnan(b) || b > a); }
-static double worse(double a, double b) { return is_worse(b, a) ? b : a; }
-
-/* DESIGN.md §6: f32 storage computed in f32, and f16/bf16 accumulating in f32. */
-static double tolerance(vc_dtype dt) { return dt == VC_DTYPE_F32 ? 1e-5 : 1e-2; }
-
 /* ---- one execute call, timed, and its check against the reference ------------------------ */
-
-/* Caller-owned workspace, grown to the largest size asked so far (outside any timing).
- * Host memory: the tool has no device buffers yet (see demo_context). */
-typedef struct workspace {
-  void *ptr;
-  size_t bytes;
-} workspace;
-
-/* The operands of one execute call, in the order the pass's function takes them:
- * forward (x, w, bias) -> (y); backward-data (dy, w) -> (dx); backward-weight (x, dy) -> (dw, db). */
-typedef struct conv_call {
-  vc_context *ctx;
-  const vc_plan *plan;
-  vc_conv_args args;
-  vc_pass pass;
-  const void *in[3];
-  void *out[2];
-  workspace *ws;
-} conv_call;
-
-static void ws_reserve(const conv_call *c) {
-  size_t need = 0;
-  check(c->ctx, vc_conv_workspace_size(c->plan, &c->args, c->pass, &need));
-  if (need <= c->ws->bytes) return;
-  free(c->ws->ptr);
-  c->ws->ptr = xmalloc(need);
-  c->ws->bytes = need;
-}
-
-static vc_status conv_execute(const conv_call *c) {
-  void *ws = c->ws->ptr;
-  size_t wb = c->ws->bytes;
-  switch (c->pass) {
-  case VC_PASS_FORWARD:
-    return vc_conv_forward(c->ctx, c->plan, &c->args, c->in[0], c->in[1], c->in[2], c->out[0], ws, wb, NULL);
-  case VC_PASS_BACKWARD_DATA:
-    return vc_conv_backward_data(c->ctx, c->plan, &c->args, c->in[0], c->in[1], c->out[0], ws, wb, NULL);
-  default:
-    return vc_conv_backward_weight(c->ctx, c->plan, &c->args, c->in[0], c->in[1], c->out[0], c->out[1], ws, wb,
-                                   NULL);
-  }
-}
 
 /* A timed_body: one execute call. */
 static double conv_timed(void *arg) {
@@ -227,15 +43,6 @@ static double conv_timed(void *arg) {
   double t0 = now_ms();
   check(c->ctx, conv_execute(c));
   return now_ms() - t0;
-}
-
-/* Element counts of the call's outputs (0 for an absent one). */
-static void conv_out_counts(const conv_call *c, int64_t n[2]) {
-  const int64_t ci = c->args.in_channels, co = c->args.out_channels;
-  n[1] = 0;
-  if (c->pass == VC_PASS_FORWARD) n[0] = vc_plan_out_count(c->plan) * co;
-  else if (c->pass == VC_PASS_BACKWARD_DATA) n[0] = vc_plan_in_count(c->plan) * ci;
-  else n[0] = co * vc_plan_kernel_volume(c->plan) * ci, n[1] = c->out[1] ? co : 0;
 }
 
 static void conv_poison_outputs(const conv_call *c) {
@@ -268,24 +75,6 @@ static double reference_error(const conv_call *c, vc_context *ref_ctx, const vc_
 
 /* ---- command-line options ---------------------------------------------------------------- */
 
-typedef struct cli_option {
-  const char *name;           /* "--res" */
-  const char *metavar;        /* "R" */
-  const char *help;           /* one line; the default is appended */
-  const char *const *choices; /* NULL-terminated names (value = index), or NULL for a number */
-  long long lo, hi;           /* range of a number */
-  long long *value;           /* holds the default, receives the parsed value */
-} cli_option;
-
-typedef struct cli_command {
-  const char *name;
-  const char *summary; /* one line for `voxconv --help` */
-  const char *about;   /* the paragraph of `voxconv NAME --help` */
-  cli_option *opts; /* their values are the command's parameters */
-  int n_opts;
-  int (*run)(void);
-} cli_command;
-
 enum { PARSE_OK, PARSE_HELP, PARSE_ERROR };
 
 static void print_command_help(const cli_command *cmd) {
@@ -294,8 +83,10 @@ static void print_command_help(const cli_command *cmd) {
   for (int i = 0; i < cmd->n_opts; i++) {
     const cli_option *o = &cmd->opts[i];
     char head[64];
-    snprintf(head, sizeof head, "%s %s", o->name, o->metavar);
-    if (o->choices) printf("  %-18s %s (default %s)\n", head, o->help, o->choices[*o->value]);
+    snprintf(head, sizeof head, "%s%s%s", o->name, o->metavar ? " " : "", o->metavar ? o->metavar : "");
+    if (!o->metavar || (o->text && !**o->text)) printf("  %-18s %s\n", head, o->help);
+    else if (o->text) printf("  %-18s %s (default %s)\n", head, o->help, *o->text);
+    else if (o->choices) printf("  %-18s %s (default %s)\n", head, o->help, o->choices[*o->value]);
     else printf("  %-18s %s (default %lld)\n", head, o->help, *o->value);
   }
   printf("  %-18s show this help\n", "-h, --help");
@@ -303,6 +94,7 @@ static void print_command_help(const cli_command *cmd) {
 
 /* Parses one value into o; prints the one-line complaint when it does not fit. */
 static bool parse_value(const char *cmd, const cli_option *o, const char *text) {
+  if (o->text) return *o->text = text, true;
   if (o->choices) {
     for (int i = 0; o->choices[i]; i++)
       if (!strcmp(text, o->choices[i])) return *o->value = i, true;
@@ -336,6 +128,14 @@ static int parse_options(const cli_command *cmd, int argc, char **argv) {
     if (!o) {
       fprintf(stderr, "voxconv %s: unknown %s '%s' (try 'voxconv %s --help')\n", cmd->name,
               arg[0] == '-' ? "option" : "argument", arg, cmd->name);
+      return PARSE_ERROR;
+    }
+    if (!o->metavar) { /* a flag */
+      if (!eq) {
+        *o->value = 1;
+        continue;
+      }
+      fprintf(stderr, "voxconv %s: %s takes no value\n", cmd->name, o->name);
       return PARSE_ERROR;
     }
     const char *text = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
@@ -399,8 +199,6 @@ typedef struct demo {
   double ref_ms;
 } demo;
 
-enum { DEVICE_AUTO, DEVICE_CPU, DEVICE_CUDA };
-static const char *const device_names[] = {"auto", "cpu", "cuda", NULL};
 
 /* The run context. The demo keeps every tensor in host memory, so even a working CUDA
  * context is given back until this tool has a host-device copy path. */
@@ -498,7 +296,7 @@ static void demo_weights(demo *d) {
 static void demo_pass(demo *d, int i, vc_pass pass, const void *in0, const void *in1, const void *in2, void *out0,
                       void *out1) {
   layer *L = &d->L[i];
-  conv_call c = {d->ctx, L->plan[0], {0}, pass, {in0, in1, in2}, {out0, out1}, &d->ws};
+  conv_call c = {d->ctx, L->plan[0], {0}, pass, {in0, in1, in2}, {out0, out1}, &d->ws, NULL};
   vc_conv_args_init(&c.args, unet[i].ci, unet[i].co, d->dt);
   conv_poison_outputs(&c);
   double ms = conv_timed(&c);
@@ -614,7 +412,7 @@ static double demo_loss(const demo *d) {
 
 /* Prints the verdict line; true on PASS. */
 static bool demo_verdict(const demo *d) {
-  const double tol = tolerance(d->dt);
+  const double tol = tolerance(d->dt, VC_MATH_F32);
   char why[1024] = "";
   size_t len = 0;
   for (int i = 0; i < N_LAYERS; i++) {
@@ -660,7 +458,7 @@ static int demo_run(long long res, vc_dtype dt, long long seed, long long device
   d.ctx = demo_context(device);
   check(NULL, vc_context_create(VC_DEVICE_CPU, 0, &d.ref_ctx));
   printf("reference: VC_ALGO_REFERENCE on its own CPU context, tolerance %.0e (DESIGN.md section 6)\n",
-         tolerance(dt));
+         tolerance(dt, VC_MATH_F32));
   demo_input(&d, (int)res);
   demo_plans(&d);
   demo_weights(&d);
@@ -679,11 +477,12 @@ static int demo_run(long long res, vc_dtype dt, long long seed, long long device
 static long long demo_res = 48, demo_dtype = VC_DTYPE_F32, demo_seed = 1, demo_device = DEVICE_AUTO;
 static int demo_main(void) { return demo_run(demo_res, (vc_dtype)demo_dtype, demo_seed, demo_device); }
 static cli_option demo_opts[] = {
-    {"--res", "R", "grid resolution of both shapes", NULL, 8, 512, &demo_res},
+    {"--res", "R", "grid resolution of both shapes", NULL, 8, 512, &demo_res, NULL},
     {"--dtype", "T", "storage type of features, weights and gradients: f32, f16 or bf16", dtype_names, 0, 0,
-     &demo_dtype},
-    {"--seed", "S", "seed of the random features, weights and output gradient", NULL, 0, LLONG_MAX, &demo_seed},
-    {"--device", "D", "backend: auto (CUDA if it works, else CPU), cpu or cuda", device_names, 0, 0, &demo_device},
+     &demo_dtype, NULL},
+    {"--seed", "S", "seed of the random features, weights and output gradient", NULL, 0, LLONG_MAX, &demo_seed, NULL},
+    {"--device", "D", "backend: auto (CUDA if it works, else CPU), cpu or cuda", device_names, 0, 0, &demo_device,
+     NULL},
 };
 
 /* ---- bench-cpu ----------------------------------------------------------------------------- */
@@ -691,49 +490,17 @@ static cli_option demo_opts[] = {
 /* The foundation issue's CPU bar: the explicit forward at this share of plain SGEMM. */
 #define BENCH_CPU_TARGET_PCT 40.0
 
-typedef struct plan_build {
-  vc_context *ctx;
-  vc_conv_desc desc;
-  const int32_t *coords;
-  int64_t n;
-  vc_plan *plan; /* the last one built */
-} plan_build;
-
-/* A timed_body: builds the kernel map once (freeing the previous one outside the timing). */
-static double plan_timed(void *arg) {
-  plan_build *b = arg;
-  vc_plan_destroy(b->plan);
-  b->plan = NULL;
-  double t0 = now_ms();
-  check(b->ctx, vc_plan_create(b->ctx, &b->desc, b->coords, b->n, NULL, NULL, &b->plan));
-  return now_ms() - t0;
-}
-
-typedef struct sgemm_case {
-  int m, n, k;
-  float *a, *b, *c;
-} sgemm_case;
-
-/* A timed_body: C[m, n] = A[m, k] B[k, n], row-major, the explicit path's GEMM shape. */
-static double sgemm_timed(void *arg) {
-  const sgemm_case *g = arg;
-  double t0 = now_ms();
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->m, g->n, g->k, 1.0f, g->a, g->k, g->b, g->n, 0.0f,
-              g->c, g->n);
-  return now_ms() - t0;
-}
-
 /* Median rate of one plain SGEMM with the FLOPs of one pass: M = pairs, K = N = C. */
-static double bench_sgemm(int64_t pairs, int64_t c, int reps, double *ms) {
+static double bcpu_sgemm(int64_t pairs, int64_t c, int reps, double *ms) {
   if (pairs > INT_MAX) fprintf(stderr, "voxconv: %lld pairs exceed one SGEMM call\n", (long long)pairs), exit(1);
   sgemm_case g = {(int)pairs, (int)c, (int)c, random_f32(pairs * c, 1), random_f32(c * c, 1),
                   random_f32(pairs * c, 1)};
-  *ms = median_ms(sgemm_timed, &g, reps);
+  *ms = median_ms(sgemm_timed, &g, 1, reps);
   free(g.a), free(g.b), free(g.c);
   return 2.0 * (double)pairs * (double)c * (double)c / *ms * 1e-6;
 }
 
-typedef struct bench_case {
+typedef struct bcpu_case {
   vc_context *ctx;
   const vc_plan *plan;
   vc_dtype dt;
@@ -741,20 +508,17 @@ typedef struct bench_case {
   void *x, *w, *b, *dy;       /* inputs */
   void *y, *dx, *dw, *db;     /* outputs */
   workspace ws, ref_ws;
-} bench_case;
+} bcpu_case;
 
-static conv_call bench_call(bench_case *bc, vc_pass pass) {
-  conv_call c = {bc->ctx, bc->plan, {0}, pass, {NULL, NULL, NULL}, {NULL, NULL}, &bc->ws};
-  vc_conv_args_init(&c.args, bc->c, bc->c, bc->dt);
-  c.args.algo = VC_ALGO_EXPLICIT;
-  const void *in[3][3] = {{bc->x, bc->w, bc->b}, {bc->dy, bc->w, NULL}, {bc->x, bc->dy, NULL}};
-  void *out[3][2] = {{bc->y, NULL}, {bc->dx, NULL}, {bc->dw, bc->db}};
-  memcpy(c.in, in[pass], sizeof c.in);
-  memcpy(c.out, out[pass], sizeof c.out);
-  return c;
+static conv_call bcpu_call(bcpu_case *bc, vc_pass pass) {
+  vc_conv_args args;
+  vc_conv_args_init(&args, bc->c, bc->c, bc->dt);
+  args.algo = VC_ALGO_EXPLICIT;
+  const conv_tensors t = {bc->x, bc->w, bc->b, bc->dy, bc->y, bc->dx, bc->dw, bc->db};
+  return conv_call_for(bc->ctx, bc->plan, &args, pass, &t, &bc->ws, NULL);
 }
 
-static void bench_tensors(bench_case *bc) {
+static void bcpu_tensors(bcpu_case *bc) {
   const int64_t n = bc->n, c = bc->c, K = vc_plan_kernel_volume(bc->plan);
   bc->x = tensor_random(bc->dt, n * c, 1.0);
   bc->w = tensor_random(bc->dt, c * K * c, sqrt(6.0 / (double)(K * c)));
@@ -766,25 +530,26 @@ static void bench_tensors(bench_case *bc) {
   bc->db = tensor_poisoned(bc->dt, c);
 }
 
-static void bench_free(bench_case *bc) {
+static void bcpu_free(bcpu_case *bc) {
   void *bufs[] = {bc->x, bc->w, bc->b, bc->dy, bc->y, bc->dx, bc->dw, bc->db, bc->ws.ptr, bc->ref_ws.ptr};
   for (size_t k = 0; k < sizeof bufs / sizeof *bufs; k++) free(bufs[k]);
 }
 
 /* Times the three explicit passes, checks each once against the reference, prints a row
  * each. Returns the forward share of plain SGEMM in %; *ok turns false on a bad error. */
-static double bench_passes(bench_case *bc, int64_t pairs, int reps, double sgemm_rate, bool *ok) {
+static double bcpu_passes(bcpu_case *bc, int64_t pairs, int reps, double sgemm_rate, bool *ok) {
   double fwd_pct = 0;
   printf("%-16s %10s %10s %10s %14s\n", "pass", "median_ms", "GFLOP/s", "of_sgemm", "rel_err_vs_ref");
   for (int p = 0; p < 3; p++) {
-    conv_call c = bench_call(bc, (vc_pass)p);
-    const double ms = median_ms(conv_timed, &c, reps);
+    conv_call c = bcpu_call(bc, (vc_pass)p);
+    const double ms = median_ms(conv_timed, &c, 1, reps);
     const double rate = 2.0 * (double)pairs * (double)bc->c * (double)bc->c / ms * 1e-6;
     const double err = reference_error(&c, bc->ctx, bc->plan, &bc->ref_ws);
     const double pct = 100.0 * rate / sgemm_rate;
     printf("%-16s %10.3f %10.2f %9.1f%% %14.3e\n", pass_names[p], ms, rate, pct, err);
-    if (!(err <= tolerance(bc->dt))) {
-      fprintf(stderr, "voxconv: bench-cpu: %s rel err %.3e exceeds %.0e\n", pass_names[p], err, tolerance(bc->dt));
+    if (!(err <= tolerance(bc->dt, VC_MATH_F32))) {
+      fprintf(stderr, "voxconv: bench-cpu: %s rel err %.3e exceeds %.0e\n", pass_names[p], err,
+              tolerance(bc->dt, VC_MATH_F32));
       *ok = false;
     }
     if (p == VC_PASS_FORWARD) fwd_pct = pct;
@@ -792,7 +557,7 @@ static double bench_passes(bench_case *bc, int64_t pairs, int reps, double sgemm
   return fwd_pct;
 }
 
-static void bench_header(int res, int64_t n, int64_t pairs, int64_t c, vc_dtype dt, double map_ms, int reps) {
+static void bcpu_header(int res, int64_t n, int64_t pairs, int64_t c, vc_dtype dt, double map_ms, int reps) {
   printf("bench-cpu: suite S shell at res %d: %lld voxels, %lld pairs (%.2f per voxel)\n", res, (long long)n,
          (long long)pairs, n ? (double)pairs / (double)n : 0.0);
   printf("layer: submanifold 3x3x3, %lld -> %lld channels, bias, dtype %s, VC_ALGO_EXPLICIT\n", (long long)c,
@@ -809,46 +574,47 @@ static void bench_header(int res, int64_t n, int64_t pairs, int64_t c, vc_dtype 
   printf("map build: %.3f ms\n", map_ms);
 }
 
-static int bench_run(int res, int64_t c, int reps, vc_dtype dt) {
+static int bcpu_run(int res, int64_t c, int reps, vc_dtype dt) {
   rng_seed(1);
-  bench_case bc = {.dt = dt, .c = c};
-  check(NULL, vc_context_create(VC_DEVICE_CPU, 0, &bc.ctx));
-  plan_build pb = {bc.ctx, {0}, NULL, 0, NULL};
+  vc_dev dev;
+  dev_open(&dev, DEVICE_CPU);
+  bcpu_case bc = {.ctx = dev.ctx, .dt = dt, .c = c};
+  plan_build pb = {&dev, {0}, NULL, 0, NULL, -1};
   vc_conv_desc_init(&pb.desc, VC_CONV_SUBMANIFOLD, 3, 1, -1, 1);
   int32_t *coords = vc_shape_shell(res, 0, &pb.n);
   if (!coords) fprintf(stderr, "voxconv: shell at res %d: out of host memory\n", res), exit(1);
   pb.coords = coords;
-  const double map_ms = median_ms(plan_timed, &pb, reps);
+  const double map_ms = median_ms(plan_timed, &pb, 1, reps);
   bc.plan = pb.plan, bc.n = pb.n;
   const int64_t pairs = vc_plan_pair_count(bc.plan);
-  bench_header(res, bc.n, pairs, c, dt, map_ms, reps);
-  bench_tensors(&bc);
+  bcpu_header(res, bc.n, pairs, c, dt, map_ms, reps);
+  bcpu_tensors(&bc);
   double sgemm_ms;
-  const double sgemm_rate = bench_sgemm(pairs, c, reps, &sgemm_ms);
+  const double sgemm_rate = bcpu_sgemm(pairs, c, reps, &sgemm_ms);
   bool ok = true;
-  const double fwd_pct = bench_passes(&bc, pairs, reps, sgemm_rate, &ok);
+  const double fwd_pct = bcpu_passes(&bc, pairs, reps, sgemm_rate, &ok);
   printf("plain SGEMM M=%lld K=%lld N=%lld: %.3f ms, %.2f GFLOP/s\n", (long long)pairs, (long long)c, (long long)c,
          sgemm_ms, sgemm_rate);
   printf("bench-cpu: forward %.1f%% of plain SGEMM (target >= %.0f%%)%s\n", fwd_pct, BENCH_CPU_TARGET_PCT,
          ok ? "" : "; FAIL: a pass disagrees with the reference");
-  bench_free(&bc);
+  bcpu_free(&bc);
   vc_plan_destroy(pb.plan);
   free(coords);
-  vc_context_destroy(bc.ctx);
+  dev_close(&dev);
   return ok ? 0 : 1;
 }
 
-static long long bench_res = 64, bench_channels = 64, bench_reps = 10, bench_dtype = VC_DTYPE_F32;
-static int bench_main(void) {
-  return bench_run((int)bench_res, bench_channels, (int)bench_reps, (vc_dtype)bench_dtype);
+static long long bcpu_res = 64, bcpu_channels = 64, bcpu_reps = 10, bcpu_dtype = VC_DTYPE_F32;
+static int bcpu_main(void) {
+  return bcpu_run((int)bcpu_res, bcpu_channels, (int)bcpu_reps, (vc_dtype)bcpu_dtype);
 }
-static cli_option bench_opts[] = {
-    {"--res", "R", "resolution of the suite S sphere shell", NULL, 4, 1024, &bench_res},
-    {"--channels", "C", "input and output channels of the layer", NULL, 1, 4096, &bench_channels},
+static cli_option bcpu_opts[] = {
+    {"--res", "R", "resolution of the suite S sphere shell", NULL, 4, 1024, &bcpu_res, NULL},
+    {"--channels", "C", "input and output channels of the layer", NULL, 1, 4096, &bcpu_channels, NULL},
     {"--reps", "N", "timed runs per measurement (after one warm-up); the median is reported", NULL, 1, 10000,
-     &bench_reps},
+     &bcpu_reps, NULL},
     {"--dtype", "T", "storage type: f32, f16 or bf16; the SGEMM baseline stays f32", dtype_names, 0, 0,
-     &bench_dtype},
+     &bcpu_dtype, NULL},
 };
 
 /* ---- main ---------------------------------------------------------------------------------- */
@@ -875,7 +641,8 @@ static const cli_command commands[] = {
      "2*pairs*C*C/t and its share of one plain cblas_sgemm of the same FLOPs (M = pairs,\n"
      "K = N = C). Each pass is also checked once against VC_ALGO_REFERENCE; exit status 1 when\n"
      "one disagrees.",
-     bench_opts, (int)(sizeof bench_opts / sizeof *bench_opts), bench_main},
+     bcpu_opts, (int)(sizeof bcpu_opts / sizeof *bcpu_opts), bcpu_main},
+    {"bench", bench_summary, bench_about, bench_opts, BENCH_N_OPTS, bench_main},
     {"version", "print the library version", "Prints the voxconv library version.", NULL, 0, version_main},
 };
 enum { N_COMMANDS = sizeof commands / sizeof *commands };
