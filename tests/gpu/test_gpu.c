@@ -1,0 +1,1290 @@
+/* test_gpu.c — the CUDA backend against the CPU backend, which is the oracle:
+ *   kmap_*         kernel maps of every kind identical to the CPU's; bad sites rejected alike
+ *   conv_*         every algorithm x pass x dtype/math x kind against the f64 reference
+ *   determinism    repeated runs agree; with VOXCONV_DETERMINISTIC=1 bitwise
+ *   tune           vc_conv_tune's pick is what VC_ALGO_AUTO runs, and it lands in the cache file
+ *   graph_capture  execute calls recorded into a CUDA graph (so they neither allocate nor sync)
+ *   large_*        feature tensors past 2^31 elements, sampled against an f64 host computation
+ * Usage: vc_gpu_tests [--small] [name-substring]
+ *   --small  only the small cases, at reduced sizes (for compute-sanitizer)
+ * VC_TEST_SEED=S replays a run's random data. Exit status: 0 all passed, 1 a failure,
+ * 2 bad usage, 77 skipped because no CUDA device is available. */
+#if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
+#define _POSIX_C_SOURCE 200809L /* mkdtemp, setenv, clock_gettime */
+#endif
+
+#include "vc_test.h"
+
+#include <cuda_runtime_api.h>
+
+#include <ctype.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+void vc_test_seed(uint64_t s); /* util.c */
+
+/* ---- harness --------------------------------------------------------------------------- */
+
+#define MAX_REPORTS 8 /* failures printed per case: one broken loop should not flood the log */
+static int g_failures; /* of the running case */
+
+void vc_test_fail(const char *file, int line, const char *expr, const char *fmt, ...) {
+  if (++g_failures > MAX_REPORTS) {
+    if (g_failures == MAX_REPORTS + 1) fprintf(stderr, "  (more failures of this case not shown)\n");
+    return;
+  }
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "  %s:%d: CHECK(%s) failed: %s\n", file, line, expr, msg);
+}
+
+bool vc_test_contains(const char *hay, const char *needle) { return hay && needle && strstr(hay, needle) != NULL; }
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+static vc_context *g_cpu, *g_gpu; /* the oracle and the backend under test */
+static cudaStream_t g_stream;     /* non-blocking, so work the library puts elsewhere races visibly */
+static bool g_small;              /* --small */
+static char g_cache_dir[512];     /* VOXCONV_CACHE_DIR of the run: no user cache leaks in or out */
+
+/* ---- CUDA and memory helpers: every failure is recorded, callers go on with NULL -------- */
+
+static bool cuda_ok(cudaError_t e, const char *expr, const char *file, int line) {
+  if (e != cudaSuccess) vc_test_fail(file, line, expr, "%s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+  return e == cudaSuccess;
+}
+#define CU(call) cuda_ok((call), #call, __FILE__, __LINE__)
+
+static void *host_alloc(size_t bytes) {
+  void *p = malloc(bytes ? bytes : 1);
+  if (!p) {
+    fprintf(stderr, "vc_gpu_tests: out of host memory (%zu bytes)\n", bytes);
+    exit(1);
+  }
+  return p;
+}
+
+static void *dev_alloc(size_t bytes) {
+  void *p = NULL;
+  return CU(cudaMalloc(&p, bytes ? bytes : 1)) ? p : NULL;
+}
+
+static void dev_free(void *p) {
+  if (p) CU(cudaFree(p));
+}
+
+/* Pageable sources are staged before cudaMemcpyAsync returns, so `host` may be freed at once. */
+static void *dev_upload(const void *host, size_t bytes) {
+  void *d = dev_alloc(bytes);
+  if (d && bytes) CU(cudaMemcpyAsync(d, host, bytes, cudaMemcpyHostToDevice, g_stream));
+  return d;
+}
+
+/* Copies device memory to the host and waits; on failure the copy reads as all ones. */
+static bool dev_download(void *host, const void *dev, size_t bytes) {
+  bool ok = dev && (bytes == 0 || (CU(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, g_stream)) &&
+                                   CU(cudaStreamSynchronize(g_stream))));
+  if (!ok) memset(host, 0xff, bytes);
+  return ok;
+}
+
+/* NaN in every element, so whatever the library leaves unwritten is caught. */
+static void dev_poison(vc_dtype dt, void *dev, int64_t n) {
+  const size_t bytes = (size_t)n * vc_dtype_size(dt);
+  void *h = host_alloc(bytes);
+  vc_poison(dt, h, n);
+  if (dev) CU(cudaMemcpyAsync(dev, h, bytes, cudaMemcpyHostToDevice, g_stream));
+  free(h);
+}
+
+static bool on_gpu(const vc_context *ctx) { return vc_context_device_kind(ctx) == VC_DEVICE_CUDA; }
+static void *side_stream(bool gpu) { return gpu ? (void *)g_stream : NULL; }
+static void *side_alloc(bool gpu, size_t bytes) { return gpu ? dev_alloc(bytes) : host_alloc(bytes); }
+
+/* Host copy of a buffer from side_alloc; the original is freed. */
+static void *side_to_host(bool gpu, void *buf, size_t bytes) {
+  if (!gpu) return buf;
+  void *h = host_alloc(bytes);
+  dev_download(h, buf, bytes);
+  dev_free(buf);
+  return h;
+}
+
+/* Index of the first element where a and b differ, or -1. */
+static int64_t first_diff(const void *a, const void *b, int64_t n, size_t elem) {
+  if (memcmp(a, b, (size_t)n * elem) == 0) return -1;
+  for (int64_t i = 0; i < n; i++)
+    if (memcmp((const char *)a + i * elem, (const char *)b + i * elem, elem)) return i;
+  return -1;
+}
+
+/* Whether `msg` contains the decimal number v on its own (so row 12 does not match 123). */
+static bool mentions_number(const char *msg, long long v) {
+  char num[32];
+  const size_t len = (size_t)snprintf(num, sizeof num, "%lld", v);
+  for (const char *p = msg; (p = strstr(p, num)) != NULL; p++)
+    if ((p == msg || !isdigit((unsigned char)p[-1])) && !isdigit((unsigned char)p[len])) return true;
+  return false;
+}
+
+static const char *algo_name(vc_algo a) {
+  static const char *const n[] = {"auto", "reference", "explicit", "implicit", "masked", "grouped"};
+  return (unsigned)a <= VC_ALGO_GROUPED ? n[a] : "?";
+}
+
+static const char *const pass_name[3] = {"forward", "backward_data", "backward_weight"};
+
+static bool make_temp_dir(char *buf, size_t len) {
+  const char *base = getenv("TMPDIR");
+  snprintf(buf, len, "%s/vc_gpu_tests.XXXXXX", base && *base ? base : "/tmp");
+  return mkdtemp(buf) != NULL;
+}
+
+/* Removes a flat directory such as a tune cache (the file and any temporary beside it). */
+static void remove_dir(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    unlink(path);
+  }
+  closedir(d);
+  rmdir(dir);
+}
+
+/* ---- geometry and plan pairs ------------------------------------------------------------ */
+
+/* Kernel k, stride s, dilation dil on every axis; with `aniso` each axis draws its own values
+ * up to those. Submanifold keeps odd kernels, stride 1 and its fixed padding; other kinds
+ * draw padding in [0, (kernel-1)*dilation]. */
+static void desc_random(vc_conv_desc *d, vc_conv_kind kind, int k, int s, int dil, bool aniso) {
+  const bool subm = kind == VC_CONV_SUBMANIFOLD;
+  vc_conv_desc_init(d, kind, k, subm ? 1 : s, -1, dil);
+  for (int a = 0; a < 3; a++) {
+    if (aniso) {
+      d->kernel_size[a] = subm ? 2 * vc_rand_int(0, k / 2) + 1 : vc_rand_int(1, k);
+      d->stride[a] = subm ? 1 : vc_rand_int(1, s);
+      d->dilation[a] = vc_rand_int(1, dil);
+    }
+    const int32_t reach = (d->kernel_size[a] - 1) * d->dilation[a];
+    d->padding[a] = subm ? reach / 2 : vc_rand_int(0, reach);
+  }
+}
+
+static void desc_describe(char *buf, size_t len, const vc_conv_desc *d, int64_t n) {
+  snprintf(buf, len, "%s k=(%d,%d,%d) s=(%d,%d,%d) p=(%d,%d,%d) d=(%d,%d,%d) n=%lld", vc_kind_name(d->kind),
+           d->kernel_size[0], d->kernel_size[1], d->kernel_size[2], d->stride[0], d->stride[1], d->stride[2],
+           d->padding[0], d->padding[1], d->padding[2], d->dilation[0], d->dilation[1], d->dilation[2],
+           (long long)n);
+}
+
+/* A box [lo, hi] per axis that n sites in nb batches fill to about 40 %: full neighbourhoods
+ * and holes both occur, and the box straddles zero so coordinates go negative. */
+static void box_for(int64_t n, int32_t nb, int32_t *lo, int32_t *hi) {
+  int32_t side = (int32_t)ceil(cbrt((double)n / (0.4 * nb)));
+  if (side < 2) side = 2;
+  *lo = -side / 2;
+  *hi = *lo + side - 1;
+}
+
+static int32_t *coords_for(int64_t n, int32_t nb) {
+  int32_t lo, hi;
+  box_for(n, nb, &lo, &hi);
+  return vc_rand_coords(n, nb, lo, hi);
+}
+
+typedef struct plan_pair {
+  vc_plan *cpu, *gpu;               /* the same geometry over the same sites */
+  vc_plan *cpu_paired, *gpu_paired; /* the sparse plans an inverse plan inverts */
+  int32_t *d_coords;                /* device copy of the sites */
+  vc_conv_desc desc;
+  int64_t n;
+  char what[160];
+} plan_pair;
+
+static bool plan_make(vc_context *ctx, const vc_conv_desc *d, const int32_t *coords, int64_t n,
+                      const vc_plan *paired, vc_plan **out, const char *what) {
+  vc_status s = vc_plan_create(ctx, d, coords, n, paired, side_stream(on_gpu(ctx)), out);
+  CHECK(s == VC_OK, "%s: vc_plan_create on the %s: %s (%s)", what, on_gpu(ctx) ? "GPU" : "CPU",
+        vc_status_string(s), vc_last_error(ctx));
+  return s == VC_OK;
+}
+
+/* Builds `d` over the same n sites on the CPU and on gctx (an inverse over a sparse plan of
+ * the same geometry on each side). True when both exist with the same shape. */
+static bool pair_build(plan_pair *pp, vc_context *gctx, const vc_conv_desc *d, const int32_t *coords, int64_t n) {
+  memset(pp, 0, sizeof *pp);
+  pp->desc = *d;
+  pp->n = n;
+  desc_describe(pp->what, sizeof pp->what, d, n);
+  pp->d_coords = dev_upload(coords, (size_t)n * 4 * sizeof *coords);
+  const bool inverse = d->kind == VC_CONV_INVERSE;
+  vc_conv_desc base = *d;
+  if (inverse) base.kind = VC_CONV_SPARSE;
+  bool ok = plan_make(g_cpu, &base, coords, n, NULL, inverse ? &pp->cpu_paired : &pp->cpu, pp->what) &&
+            plan_make(gctx, &base, pp->d_coords, n, NULL, inverse ? &pp->gpu_paired : &pp->gpu, pp->what);
+  if (ok && inverse)
+    ok = plan_make(g_cpu, d, NULL, 0, pp->cpu_paired, &pp->cpu, pp->what) &&
+         plan_make(gctx, d, NULL, 0, pp->gpu_paired, &pp->gpu, pp->what);
+  if (!ok) return false;
+  const bool same = vc_plan_in_count(pp->cpu) == vc_plan_in_count(pp->gpu) &&
+                    vc_plan_out_count(pp->cpu) == vc_plan_out_count(pp->gpu) &&
+                    vc_plan_kernel_volume(pp->cpu) == vc_plan_kernel_volume(pp->gpu);
+  CHECK(same, "%s: the CPU maps %lld -> %lld sites, the GPU %lld -> %lld", pp->what,
+        (long long)vc_plan_in_count(pp->cpu), (long long)vc_plan_out_count(pp->cpu),
+        (long long)vc_plan_in_count(pp->gpu), (long long)vc_plan_out_count(pp->gpu));
+  return same;
+}
+
+static void pair_free(plan_pair *pp) {
+  vc_plan_destroy(pp->cpu);
+  vc_plan_destroy(pp->gpu);
+  vc_plan_destroy(pp->cpu_paired);
+  vc_plan_destroy(pp->gpu_paired);
+  dev_free(pp->d_coords);
+  memset(pp, 0, sizeof *pp);
+}
+
+/* ---- kernel-map snapshots --------------------------------------------------------------- */
+
+typedef struct map_snapshot {
+  int64_t n_in, n_out, pairs;
+  int32_t kvol;
+  int32_t *out_coords;           /* [n_out, 4] */
+  int64_t *offsets;              /* [kvol + 1] */
+  int32_t *in_index, *out_index; /* [pairs] */
+} map_snapshot;
+
+/* Everything a plan exposes, copied to the host whichever device the plan lives on. */
+static void snapshot_take(vc_context *ctx, const vc_plan *p, map_snapshot *s) {
+  const bool gpu = on_gpu(ctx);
+  s->n_in = vc_plan_in_count(p);
+  s->n_out = vc_plan_out_count(p);
+  s->pairs = vc_plan_pair_count(p);
+  s->kvol = vc_plan_kernel_volume(p);
+  const size_t cb = (size_t)s->n_out * 4 * sizeof(int32_t), pb = (size_t)s->pairs * sizeof(int32_t);
+  void *oc = side_alloc(gpu, cb), *pin = side_alloc(gpu, pb), *pout = side_alloc(gpu, pb);
+  s->offsets = host_alloc((size_t)(s->kvol + 1) * sizeof *s->offsets);
+  CHECK_OK(ctx, vc_plan_out_coords(p, oc, side_stream(gpu)));
+  CHECK_OK(ctx, vc_plan_kernel_map(p, s->offsets, pin, pout, side_stream(gpu)));
+  s->out_coords = side_to_host(gpu, oc, cb);
+  s->in_index = side_to_host(gpu, pin, pb);
+  s->out_index = side_to_host(gpu, pout, pb);
+}
+
+static void snapshot_free(map_snapshot *s) {
+  free(s->out_coords);
+  free(s->offsets);
+  free(s->in_index);
+  free(s->out_index);
+}
+
+/* The GPU snapshot g must equal the CPU snapshot c exactly: counts, output sites in order,
+ * offsets, and every pair in order. */
+static void snapshots_equal(const map_snapshot *c, const map_snapshot *g, const char *what) {
+  const bool counts = c->n_in == g->n_in && c->n_out == g->n_out && c->kvol == g->kvol && c->pairs == g->pairs;
+  CHECK(counts, "%s: CPU has %lld inputs, %lld outputs, K=%d, %lld pairs; GPU %lld, %lld, K=%d, %lld", what,
+        (long long)c->n_in, (long long)c->n_out, c->kvol, (long long)c->pairs, (long long)g->n_in,
+        (long long)g->n_out, g->kvol, (long long)g->pairs);
+  if (!counts) return;
+  int64_t i = first_diff(c->out_coords, g->out_coords, c->n_out * 4, sizeof(int32_t));
+  CHECK(i < 0, "%s: output row %lld is (%d,%d,%d,%d) on the CPU, (%d,%d,%d,%d) on the GPU", what,
+        (long long)(i / 4), c->out_coords[i / 4 * 4], c->out_coords[i / 4 * 4 + 1], c->out_coords[i / 4 * 4 + 2],
+        c->out_coords[i / 4 * 4 + 3], g->out_coords[i / 4 * 4], g->out_coords[i / 4 * 4 + 1],
+        g->out_coords[i / 4 * 4 + 2], g->out_coords[i / 4 * 4 + 3]);
+  i = first_diff(c->offsets, g->offsets, c->kvol + 1, sizeof(int64_t));
+  CHECK(i < 0, "%s: kernel offset %lld starts at pair %lld on the CPU, %lld on the GPU", what, (long long)i,
+        (long long)c->offsets[i < 0 ? 0 : i], (long long)g->offsets[i < 0 ? 0 : i]);
+  const int32_t *cpu_side[2] = {c->in_index, c->out_index}, *gpu_side[2] = {g->in_index, g->out_index};
+  for (int k = 0; k < 2; k++) {
+    i = first_diff(cpu_side[k], gpu_side[k], c->pairs, sizeof(int32_t));
+    CHECK(i < 0, "%s: pair %lld has %s row %d on the CPU, %d on the GPU", what, (long long)i, k ? "output" : "input",
+          cpu_side[k][i < 0 ? 0 : i], gpu_side[k][i < 0 ? 0 : i]);
+  }
+}
+
+static void compare_plans(vc_context *gctx, const vc_plan *cpu, const vc_plan *gpu, const char *what) {
+  map_snapshot c, g;
+  snapshot_take(g_cpu, cpu, &c);
+  snapshot_take(gctx, gpu, &g);
+  snapshots_equal(&c, &g, what);
+  snapshot_free(&c);
+  snapshot_free(&g);
+}
+
+/* ---- (a) kernel maps -------------------------------------------------------------------- */
+
+/* The inverse plan once more, now given the paired plan's output sites (device memory). */
+static void inverse_with_coords(const plan_pair *pp) {
+  const int64_t m = vc_plan_out_count(pp->gpu_paired);
+  int32_t *dc = dev_alloc((size_t)m * 4 * sizeof *dc);
+  CHECK_OK(g_gpu, vc_plan_out_coords(pp->gpu_paired, dc, g_stream));
+  vc_plan *p = NULL;
+  if (plan_make(g_gpu, &pp->desc, dc, m, pp->gpu_paired, &p, pp->what)) compare_plans(g_gpu, pp->cpu, p, pp->what);
+  vc_plan_destroy(p);
+  dev_free(dc);
+}
+
+static void kmap_check(vc_conv_kind kind, int k, int s, int dil, bool aniso, int64_t n, int32_t nb) {
+  int32_t *coords = coords_for(n, nb);
+  vc_conv_desc d;
+  desc_random(&d, kind, k, s, dil, aniso);
+  plan_pair pp;
+  if (pair_build(&pp, g_gpu, &d, coords, n)) {
+    if (kind == VC_CONV_INVERSE) {
+      compare_plans(g_gpu, pp.cpu_paired, pp.gpu_paired, pp.what);
+      inverse_with_coords(&pp);
+    }
+    compare_plans(g_gpu, pp.cpu, pp.gpu, pp.what);
+  }
+  pair_free(&pp);
+  free(coords);
+}
+
+static int64_t kmap_n(void) { return g_small ? 400 : 3000; }
+
+static void test_kmap_submanifold(void) {
+  for (int k = 1; k <= 5; k += 2)
+    for (int dil = 1; dil <= 2; dil++)
+      for (int aniso = 0; aniso < 2; aniso++) kmap_check(VC_CONV_SUBMANIFOLD, k, 1, dil, aniso, kmap_n(), 3);
+}
+
+/* Kernels 1..kmax (odd and even), strides 1-3, dilations 1-2; anisotropic for some. */
+static void kmap_strided(vc_conv_kind kind, int kmax, int64_t n) {
+  for (int k = 1; k <= kmax; k++)
+    for (int s = 1; s <= 3; s++)
+      for (int dil = 1; dil <= 2; dil++) kmap_check(kind, k, s, dil, k > 2 && (s + dil) % 2 == 1, n, 3);
+}
+
+static void test_kmap_sparse(void) { kmap_strided(VC_CONV_SPARSE, 5, kmap_n()); }
+static void test_kmap_inverse(void) { kmap_strided(VC_CONV_INVERSE, 4, kmap_n()); }
+/* Each input writes K sites, so fewer inputs keep the outputs comparable. */
+static void test_kmap_transposed(void) { kmap_strided(VC_CONV_TRANSPOSED, 5, kmap_n() / 3); }
+
+/* Hash tables and kernels spanning many blocks. */
+static void test_kmap_large(void) {
+  kmap_check(VC_CONV_SUBMANIFOLD, 3, 1, 1, false, 200000, 2);
+  kmap_check(VC_CONV_SUBMANIFOLD, 5, 1, 2, true, 100000, 2);
+  kmap_check(VC_CONV_SPARSE, 2, 2, 1, false, 200000, 2);
+  kmap_check(VC_CONV_INVERSE, 3, 2, 1, false, 100000, 2);
+  kmap_check(VC_CONV_TRANSPOSED, 3, 2, 1, false, 50000, 2);
+}
+
+/* The CPU and the GPU must reject the input with the same status, and the GPU's message must
+ * name the offending coordinate rows, as the CPU's does. */
+static void expect_rejected(const vc_conv_desc *d, const int32_t *coords, int64_t n, vc_status want,
+                            const int64_t *rows, int nrows, const char *what) {
+  vc_plan *p = NULL;
+  vc_status s = vc_plan_create(g_cpu, d, coords, n, NULL, NULL, &p);
+  CHECK(s == want, "%s: the CPU oracle returned %s, expected %s", what, vc_status_string(s), vc_status_string(want));
+  vc_plan_destroy(p);
+  int32_t *dc = dev_upload(coords, (size_t)n * 4 * sizeof *coords);
+  p = NULL;
+  s = vc_plan_create(g_gpu, d, dc, n, NULL, g_stream, &p);
+  const char *msg = vc_last_error(g_gpu);
+  CHECK(s == want, "%s: the GPU returned %s, expected %s (%s)", what, vc_status_string(s), vc_status_string(want), msg);
+  CHECK(p == NULL, "%s: a failed vc_plan_create left a plan in *out", what);
+  CHECK(vc_test_contains(msg, "coords row"), "%s: message '%s' names no coords row", what, msg);
+  for (int i = 0; i < nrows; i++)
+    CHECK(mentions_number(msg, rows[i]), "%s: message '%s' does not name row %lld", what, msg, (long long)rows[i]);
+  vc_plan_destroy(p);
+  dev_free(dc);
+}
+
+/* One repeated site, then one site outside the range per axis; afterwards the context must
+ * still build a correct plan (no error state left behind on the device). */
+static void bad_sites_for(vc_conv_kind kind) {
+  static const struct { int axis; int32_t value; } bad[] = {
+      {0, -1}, {0, VC_BATCH_MAX}, {1, VC_COORD_MIN - 1}, {2, VC_COORD_MAX + 1}, {3, INT32_MAX}};
+  const int64_t n = 1000, dup[2] = {123, 877}, row = 456;
+  vc_conv_desc d;
+  vc_conv_desc_init(&d, kind, 3, kind == VC_CONV_SUBMANIFOLD ? 1 : 2, -1, 1);
+  int32_t *c = coords_for(n, 3), saved[4];
+  char what[128];
+  memcpy(saved, c + 4 * dup[1], sizeof saved);
+  memcpy(c + 4 * dup[1], c + 4 * dup[0], sizeof saved);
+  snprintf(what, sizeof what, "%s: row %lld repeats row %lld", vc_kind_name(kind), (long long)dup[1], (long long)dup[0]);
+  expect_rejected(&d, c, n, VC_ERR_DUPLICATE_COORDS, dup, 2, what);
+  memcpy(c + 4 * dup[1], saved, sizeof saved);
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    const int32_t keep = c[4 * row + bad[i].axis];
+    c[4 * row + bad[i].axis] = bad[i].value;
+    snprintf(what, sizeof what, "%s: row %lld column %d = %d", vc_kind_name(kind), (long long)row, bad[i].axis,
+             bad[i].value);
+    expect_rejected(&d, c, n, VC_ERR_OUT_OF_RANGE, &row, 1, what);
+    c[4 * row + bad[i].axis] = keep;
+  }
+  plan_pair pp;
+  if (pair_build(&pp, g_gpu, &d, c, n)) compare_plans(g_gpu, pp.cpu, pp.gpu, pp.what);
+  pair_free(&pp);
+  free(c);
+}
+
+static void test_kmap_bad_coords(void) {
+  bad_sites_for(VC_CONV_SUBMANIFOLD);
+  bad_sites_for(VC_CONV_SPARSE);
+  bad_sites_for(VC_CONV_TRANSPOSED);
+  /* Sites in range whose outputs are not: above the top and below the bottom. */
+  static const struct { vc_conv_kind kind; int k, s, axis; int32_t value; } reach[] = {
+      {VC_CONV_TRANSPOSED, 2, 2, 1, VC_COORD_MAX}, {VC_CONV_SPARSE, 3, 1, 2, VC_COORD_MIN}};
+  const int64_t row = 456;
+  for (size_t i = 0; i < sizeof reach / sizeof *reach; i++) {
+    vc_conv_desc d;
+    vc_conv_desc_init(&d, reach[i].kind, reach[i].k, reach[i].s, 0, 1);
+    int32_t *c = coords_for(1000, 2);
+    c[4 * row + reach[i].axis] = reach[i].value;
+    char what[96];
+    snprintf(what, sizeof what, "%s: row %lld reaches outside the range", vc_kind_name(reach[i].kind), (long long)row);
+    expect_rejected(&d, c, 1000, VC_ERR_OUT_OF_RANGE, &row, 1, what);
+    free(c);
+  }
+}
+
+/* ---- (b) convolutions against the reference ---------------------------------------------- */
+
+/* Tensor roles: inputs first, then outputs. */
+enum { T_X, T_W, T_BIAS, T_DY, T_Y, T_DX, T_DW, T_DB, T_COUNT };
+static const char *const role_name[T_COUNT] = {"x", "w", "bias", "dy", "y", "dx", "dw", "db"};
+static const int pass_out[3][2] = {{T_Y, -1}, {T_DX, -1}, {T_DW, T_DB}};
+#define GUARD 64 /* poisoned elements after each device output: catch writes past its end */
+#define ALL_PASSES 7u
+
+typedef struct conv_data {
+  vc_conv_args args;      /* channels and dtype; math and algo are set per run */
+  int64_t n[T_COUNT];     /* elements per role */
+  void *host[T_COUNT];    /* inputs as stored */
+  float *f32[T_COUNT];    /* inputs' exact values, and the reference's outputs */
+  double *ref[T_COUNT];   /* reference outputs */
+  void *dev[T_COUNT];     /* device tensors; outputs carry GUARD more elements */
+} conv_data;
+
+static vc_status run_pass(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, vc_pass pass,
+                          void *const t[T_COUNT], void *ws, size_t bytes, void *stream) {
+  switch (pass) {
+  case VC_PASS_FORWARD: return vc_conv_forward(ctx, p, a, t[T_X], t[T_W], t[T_BIAS], t[T_Y], ws, bytes, stream);
+  case VC_PASS_BACKWARD_DATA: return vc_conv_backward_data(ctx, p, a, t[T_DY], t[T_W], t[T_DX], ws, bytes, stream);
+  default: return vc_conv_backward_weight(ctx, p, a, t[T_X], t[T_DY], t[T_DW], t[T_DB], ws, bytes, stream);
+  }
+}
+
+/* Fresh random inputs of dtype dt for the plan's shape, on the host and the device. */
+static void data_make(conv_data *cd, const vc_plan *p, int64_t ci, int64_t co, vc_dtype dt) {
+  memset(cd, 0, sizeof *cd);
+  vc_conv_args_init(&cd->args, ci, co, dt);
+  const int64_t nin = vc_plan_in_count(p), nout = vc_plan_out_count(p), nw = co * vc_plan_kernel_volume(p) * ci;
+  const int64_t n[T_COUNT] = {nin * ci, nw, co, nout * co, nout * co, nin * ci, nw, co};
+  const size_t es = vc_dtype_size(dt);
+  memcpy(cd->n, n, sizeof n);
+  for (int t = 0; t < T_COUNT; t++) {
+    cd->f32[t] = host_alloc((size_t)n[t] * sizeof(float));
+    if (t >= T_Y) {
+      cd->dev[t] = dev_alloc((size_t)(n[t] + GUARD) * es);
+      continue;
+    }
+    double *v;
+    cd->host[t] = vc_rand_tensor(dt, n[t], &v);
+    for (int64_t i = 0; i < n[t]; i++) cd->f32[t][i] = (float)v[i]; /* exact: f16/bf16 values fit f32 */
+    free(v);
+    cd->dev[t] = dev_upload(cd->host[t], (size_t)n[t] * es);
+  }
+}
+
+/* The CPU reference (f64 accumulation) on the same values in f32 storage, so the oracle adds
+ * no rounding of its own beyond f32. `passes` is a bit mask of vc_pass. */
+static void data_reference(conv_data *cd, const vc_plan *cpu_plan, unsigned passes) {
+  vc_conv_args a = cd->args;
+  a.dtype = VC_DTYPE_F32, a.math = VC_MATH_F32, a.algo = VC_ALGO_REFERENCE;
+  for (int pass = 0; pass < 3; pass++) {
+    if (!(passes >> pass & 1)) continue;
+    size_t bytes = 0;
+    CHECK_OK(g_cpu, vc_conv_workspace_size(cpu_plan, &a, (vc_pass)pass, &bytes));
+    void *ws = host_alloc(bytes), *tensors[T_COUNT];
+    for (int i = 0; i < T_COUNT; i++) tensors[i] = cd->f32[i];
+    CHECK_OK(g_cpu, run_pass(g_cpu, cpu_plan, &a, (vc_pass)pass, tensors, ws, bytes, NULL));
+    free(ws);
+    for (int i = 0; i < 2; i++) {
+      const int t = pass_out[pass][i];
+      if (t >= 0) cd->ref[t] = vc_to_f64(VC_DTYPE_F32, cd->f32[t], cd->n[t]);
+    }
+  }
+}
+
+static void data_free(conv_data *cd) {
+  for (int t = 0; t < T_COUNT; t++) {
+    free(cd->host[t]);
+    free(cd->f32[t]);
+    free(cd->ref[t]);
+    dev_free(cd->dev[t]);
+  }
+  memset(cd, 0, sizeof *cd);
+}
+
+static void free_outputs(void *out[2]) {
+  free(out[0]);
+  free(out[1]);
+  out[0] = out[1] = NULL;
+}
+
+static void poison_outputs(conv_data *cd, vc_pass pass) {
+  for (int i = 0; i < 2; i++) {
+    const int t = pass_out[pass][i];
+    if (t >= 0) dev_poison(cd->args.dtype, cd->dev[t], cd->n[t] + GUARD);
+  }
+}
+
+static bool guard_intact(vc_dtype dt, const void *tail, const char *role, const char *what) {
+  unsigned char expect[GUARD * sizeof(float)];
+  vc_poison(dt, expect, GUARD);
+  const bool ok = memcmp(tail, expect, GUARD * vc_dtype_size(dt)) == 0;
+  CHECK(ok, "%s: something was written past the end of %s", what, role);
+  return ok;
+}
+
+/* Host copies (storage dtype) of a pass's outputs; out[1] is NULL for one-output passes. */
+static bool download_outputs(const conv_data *cd, vc_pass pass, void *out[2], const char *what) {
+  const size_t es = vc_dtype_size(cd->args.dtype);
+  bool ok = true;
+  out[0] = out[1] = NULL;
+  for (int i = 0; i < 2; i++) {
+    const int t = pass_out[pass][i];
+    if (t < 0) continue;
+    out[i] = host_alloc((size_t)(cd->n[t] + GUARD) * es);
+    ok = dev_download(out[i], cd->dev[t], (size_t)(cd->n[t] + GUARD) * es) && ok;
+    ok = guard_intact(cd->args.dtype, (char *)out[i] + cd->n[t] * es, role_name[t], what) && ok;
+  }
+  if (!ok) free_outputs(out);
+  return ok;
+}
+
+/* One GPU run of `pass` with args `a`: outputs and workspace poisoned, the call, a sync, the
+ * outputs copied back. False (and recorded) when anything failed. VC_ERR_UNSUPPORTED is a
+ * failure: every algorithm must serve every pass, dtype and kind. */
+static bool gpu_run(vc_context *ctx, const vc_plan *p, conv_data *cd, const vc_conv_args *a, vc_pass pass,
+                    void *out[2], const char *what) {
+  out[0] = out[1] = NULL;
+  poison_outputs(cd, pass);
+  size_t bytes = 0;
+  void *ws = NULL;
+  vc_status s = vc_conv_workspace_size(p, a, pass, &bytes);
+  /* All ones (NaN in every dtype), so a workspace the library assumes zeroed shows. */
+  if (s == VC_OK && bytes > 0 && (ws = dev_alloc(bytes)) != NULL) CU(cudaMemsetAsync(ws, 0xff, bytes, g_stream));
+  if (s == VC_OK) s = run_pass(ctx, p, a, pass, cd->dev, ws, bytes, g_stream);
+  CHECK(s == VC_OK, "%s: %s%s (%s)", what, vc_status_string(s),
+        s == VC_ERR_UNSUPPORTED ? " -- every algorithm must serve every pass, dtype and kind" : "",
+        vc_last_error(ctx));
+  const bool ok = s == VC_OK && CU(cudaStreamSynchronize(g_stream));
+  dev_free(ws);
+  return ok && download_outputs(cd, pass, out, what);
+}
+
+/* Where the largest difference is, for the log of a failed comparison. */
+static void report_worst(const double *got, const double *ref, int64_t n, int64_t cols, const char *what) {
+  int64_t worst = 0, nonfinite = 0;
+  double worst_diff = -1;
+  for (int64_t i = 0; i < n; i++) {
+    const double d = fabs(got[i] - ref[i]);
+    nonfinite += !isfinite(got[i]);
+    if (isfinite(worst_diff) && !(d <= worst_diff)) worst = i, worst_diff = d; /* the first NaN stays */
+  }
+  fprintf(stderr, "    %s: worst at row %lld col %lld: got %.6g, reference %.6g; %lld of %lld not finite\n", what,
+          (long long)(worst / cols), (long long)(worst % cols), got[worst], ref[worst], (long long)nonfinite,
+          (long long)n);
+}
+
+static int64_t role_cols(const conv_data *cd, int t) {
+  return t == T_Y || t == T_DY ? cd->args.out_channels : t == T_BIAS || t == T_DB ? cd->n[t] : cd->args.in_channels;
+}
+
+/* ||out - ref|| / ||ref|| of each output of `pass` against the reference. */
+static void check_close(const conv_data *cd, vc_pass pass, double tol, void *const out[2], const char *what) {
+  for (int i = 0; i < 2; i++) {
+    const int t = pass_out[pass][i];
+    if (t < 0) continue;
+    double *got = vc_to_f64(cd->args.dtype, out[i], cd->n[t]);
+    const double e = vc_rel_err(got, cd->ref[t], cd->n[t]);
+    CHECK(e < tol, "%s %s: rel err %.3g >= %.0e", what, role_name[t], e, tol);
+    if (!(e < tol)) report_worst(got, cd->ref[t], cd->n[t], role_cols(cd, t), what);
+    free(got);
+  }
+}
+
+/* Two runs' outputs: bitwise equal when tol == 0, else within tol of each other. */
+static void compare_runs(const conv_data *cd, vc_pass pass, double tol, void *const a[2], void *const b[2],
+                         const char *what) {
+  for (int i = 0; i < 2; i++) {
+    const int t = pass_out[pass][i];
+    if (t < 0) continue;
+    if (tol == 0) {
+      const int64_t at = first_diff(a[i], b[i], cd->n[t], vc_dtype_size(cd->args.dtype));
+      CHECK(at < 0, "%s %s: the runs differ, first at element %lld of %lld", what, role_name[t], (long long)at,
+            (long long)cd->n[t]);
+      continue;
+    }
+    double *x = vc_to_f64(cd->args.dtype, a[i], cd->n[t]), *y = vc_to_f64(cd->args.dtype, b[i], cd->n[t]);
+    const double e = vc_rel_err(y, x, cd->n[t]);
+    CHECK(e < tol, "%s %s: two runs differ by rel %.3g >= %.0e", what, role_name[t], e, tol);
+    free(x);
+    free(y);
+  }
+}
+
+/* The calls must leave their inputs as they found them. */
+static void check_inputs_intact(const conv_data *cd, const char *what) {
+  const size_t es = vc_dtype_size(cd->args.dtype);
+  for (int t = 0; t < T_Y; t++) {
+    void *h = host_alloc((size_t)cd->n[t] * es);
+    dev_download(h, cd->dev[t], (size_t)cd->n[t] * es);
+    const int64_t at = first_diff(h, cd->host[t], cd->n[t], es);
+    CHECK(at < 0, "%s: input %s was modified (element %lld)", what, role_name[t], (long long)at);
+    free(h);
+  }
+}
+
+static const vc_algo tested_algos[] = {VC_ALGO_EXPLICIT, VC_ALGO_IMPLICIT, VC_ALGO_AUTO};
+
+/* Every tested algorithm x math x pass on one data set. */
+static void check_all_runs(const plan_pair *pp, conv_data *cd) {
+  const vc_dtype dt = cd->args.dtype;
+  char what[256];
+  for (int m = 0; m < (dt == VC_DTYPE_F32 ? 2 : 1); m++)
+    for (size_t k = 0; k < sizeof tested_algos / sizeof *tested_algos; k++)
+      for (int pass = 0; pass < 3; pass++) {
+        vc_conv_args a = cd->args;
+        a.math = m ? VC_MATH_TF32 : VC_MATH_F32;
+        a.algo = tested_algos[k];
+        snprintf(what, sizeof what, "%s %s%s ci=%lld co=%lld %s %s", pp->what, vc_dtype_name(dt), m ? "+tf32" : "",
+                 (long long)a.in_channels, (long long)a.out_channels, algo_name(a.algo), pass_name[pass]);
+        void *out[2];
+        if (gpu_run(g_gpu, pp->gpu, cd, &a, (vc_pass)pass, out, what))
+          check_close(cd, (vc_pass)pass, vc_tolerance(dt, a.math), out, what);
+        free_outputs(out);
+      }
+  snprintf(what, sizeof what, "%s %s", pp->what, vc_dtype_name(dt));
+  check_inputs_intact(cd, what);
+}
+
+/* Channel counts off every multiple of 8 and of tile sizes, and some multiples. */
+static const int64_t conv_channels[8][2] = {{1, 4}, {5, 33}, {96, 130}, {64, 128},
+                                            {4, 1}, {33, 5}, {130, 96}, {128, 64}};
+
+/* Case i of a kind: kernels 1, 2, 3 and 5, strides 1-3, dilation 1-2, some anisotropic. */
+static void conv_desc_for(vc_conv_desc *d, vc_conv_kind kind, int i) {
+  if (kind == VC_CONV_SUBMANIFOLD)
+    desc_random(d, kind, i % 4 == 2 ? 5 : i % 4 == 3 ? 1 : 3, 1, 1 + i % 2, i >= 4);
+  else
+    desc_random(d, kind, 2 + i % 2, 1 + i % 3, 1 + i / 4, i % 4 == 3);
+}
+
+static void conv_kind(vc_conv_kind kind) {
+  static const int small_pick[4] = {1, 5, 0, 6}; /* --small: one channel pair per kind */
+  static const vc_dtype dtypes[3] = {VC_DTYPE_F32, VC_DTYPE_F16, VC_DTYPE_BF16};
+  for (int j = 0; j < (g_small ? 1 : 8); j++) {
+    const int i = g_small ? small_pick[kind] : j;
+    /* Site counts off tile multiples; a transposed conv multiplies its outputs. */
+    int64_t n = g_small ? 301 + 37 * i : 2001 + 997 * (i % 3);
+    if (kind == VC_CONV_TRANSPOSED) n /= 2;
+    int32_t *coords = coords_for(n, 2 + i % 2);
+    vc_conv_desc d;
+    conv_desc_for(&d, kind, i);
+    plan_pair pp;
+    if (pair_build(&pp, g_gpu, &d, coords, n))
+      for (int k = 0; k < 3; k++) {
+        conv_data cd;
+        data_make(&cd, pp.cpu, conv_channels[i][0], conv_channels[i][1], dtypes[k]);
+        data_reference(&cd, pp.cpu, ALL_PASSES);
+        check_all_runs(&pp, &cd);
+        data_free(&cd);
+      }
+    pair_free(&pp);
+    free(coords);
+  }
+}
+
+static void test_conv_submanifold(void) { conv_kind(VC_CONV_SUBMANIFOLD); }
+static void test_conv_sparse(void) { conv_kind(VC_CONV_SPARSE); }
+static void test_conv_inverse(void) { conv_kind(VC_CONV_INVERSE); }
+static void test_conv_transposed(void) { conv_kind(VC_CONV_TRANSPOSED); }
+
+/* A submanifold 3x3x3 plan pair with data of dtype dt and its reference, for the cases below. */
+static bool subm_setup(plan_pair *pp, conv_data *cd, vc_context *gctx, int64_t n, int64_t ci, int64_t co,
+                       vc_dtype dt, unsigned passes) {
+  vc_conv_desc d;
+  vc_conv_desc_init(&d, VC_CONV_SUBMANIFOLD, 3, 1, -1, 1);
+  int32_t *coords = coords_for(n, 2);
+  memset(cd, 0, sizeof *cd);
+  const bool ok = pair_build(pp, gctx, &d, coords, n);
+  free(coords);
+  if (!ok) return false;
+  data_make(cd, pp->cpu, ci, co, dt);
+  data_reference(cd, pp->cpu, passes);
+  return true;
+}
+
+/* ---- (c) determinism ---------------------------------------------------------------------- */
+
+/* Two runs: each against the reference, and against each other (bitwise when tol is 0). */
+static void run_twice(vc_context *ctx, const vc_plan *p, conv_data *cd, const vc_conv_args *a, vc_pass pass,
+                      double between, const char *what) {
+  void *o1[2] = {NULL, NULL}, *o2[2] = {NULL, NULL};
+  if (gpu_run(ctx, p, cd, a, pass, o1, what) && gpu_run(ctx, p, cd, a, pass, o2, what)) {
+    check_close(cd, pass, vc_tolerance(a->dtype, a->math), o1, what);
+    compare_runs(cd, pass, between, o1, o2, what);
+  }
+  free_outputs(o1);
+  free_outputs(o2);
+}
+
+/* With VOXCONV_DETERMINISTIC=1 (set before the context exists and during the calls, whichever
+ * the library reads), VC_ALGO_AUTO's backward-weight is bitwise repeatable. */
+static void deterministic_wgrad(const plan_pair *pp, conv_data *cd, vc_context **det, vc_plan **det_plan) {
+  setenv("VOXCONV_DETERMINISTIC", "1", 1);
+  if (!*det) CHECK_OK(NULL, vc_context_create(VC_DEVICE_CUDA, 0, det));
+  if (*det && !*det_plan) plan_make(*det, &pp->desc, pp->d_coords, pp->n, NULL, det_plan, pp->what);
+  if (*det_plan) {
+    vc_conv_args a = cd->args;
+    vc_algo algo = VC_ALGO_AUTO;
+    CHECK_OK(*det, vc_conv_algo_for(*det_plan, &a, VC_PASS_BACKWARD_WEIGHT, &algo));
+    printf("  deterministic %s backward_weight runs %s\n", vc_dtype_name(a.dtype), algo_name(algo));
+    char what[200];
+    snprintf(what, sizeof what, "%s %s deterministic auto", pp->what, vc_dtype_name(a.dtype));
+    run_twice(*det, *det_plan, cd, &a, VC_PASS_BACKWARD_WEIGHT, 0, what);
+  }
+  unsetenv("VOXCONV_DETERMINISTIC");
+}
+
+static void test_determinism(void) {
+  static const vc_dtype dtypes[2] = {VC_DTYPE_F32, VC_DTYPE_F16};
+  static const vc_pass passes[2] = {VC_PASS_FORWARD, VC_PASS_BACKWARD_WEIGHT};
+  vc_context *det = NULL;
+  vc_plan *det_plan = NULL;
+  for (int k = 0; k < 2; k++) {
+    plan_pair pp;
+    conv_data cd;
+    /* Enough pairs per offset that split-K and atomics, where an algorithm has them, engage. */
+    if (subm_setup(&pp, &cd, g_gpu, g_small ? 3000 : 30000, 64, 64, dtypes[k],
+                   1u << VC_PASS_FORWARD | 1u << VC_PASS_BACKWARD_WEIGHT)) {
+      for (size_t g = 0; g < sizeof tested_algos / sizeof *tested_algos; g++)
+        for (int p = 0; p < 2; p++) {
+          vc_conv_args a = cd.args;
+          a.algo = tested_algos[g];
+          char what[200];
+          snprintf(what, sizeof what, "%s %s %s twice", pp.what, vc_dtype_name(a.dtype), algo_name(a.algo));
+          run_twice(g_gpu, pp.gpu, &cd, &a, passes[p], vc_tolerance(a.dtype, a.math), what);
+        }
+      deterministic_wgrad(&pp, &cd, &det, &det_plan);
+    }
+    data_free(&cd);
+    vc_plan_destroy(det_plan); /* built over this iteration's sites */
+    det_plan = NULL;
+    pair_free(&pp);
+  }
+  vc_context_destroy(det);
+}
+
+/* ---- (d) tuner ---------------------------------------------------------------------------- */
+
+/* Tunes each pass, checks that VC_ALGO_AUTO now reports and runs the winner correctly. */
+static void tune_passes(vc_context *ctx, const plan_pair *pp, conv_data *cd, vc_algo best[3]) {
+  for (int pass = 0; pass < 3; pass++) {
+    vc_conv_args a = cd->args;
+    vc_algo now = VC_ALGO_AUTO;
+    best[pass] = VC_ALGO_AUTO;
+    const double t0 = now_ms();
+    CHECK_OK(ctx, vc_conv_tune(ctx, pp->gpu, &a, (vc_pass)pass, g_stream, &best[pass]));
+    printf("  tune %s: %s (%.0f ms)\n", pass_name[pass], algo_name(best[pass]), now_ms() - t0);
+    CHECK(best[pass] > VC_ALGO_AUTO && best[pass] <= VC_ALGO_GROUPED, "tune %s returned algo %d", pass_name[pass],
+          (int)best[pass]);
+    CHECK_OK(ctx, vc_conv_algo_for(pp->gpu, &a, (vc_pass)pass, &now));
+    CHECK(now == best[pass], "%s: tune picked %s, vc_conv_algo_for reports %s", pass_name[pass],
+          algo_name(best[pass]), algo_name(now));
+    char what[200];
+    snprintf(what, sizeof what, "%s tuned auto %s", pp->what, pass_name[pass]);
+    void *out[2];
+    if (gpu_run(ctx, pp->gpu, cd, &a, (vc_pass)pass, out, what))
+      check_close(cd, (vc_pass)pass, vc_tolerance(a.dtype, a.math), out, what);
+    free_outputs(out);
+  }
+}
+
+/* A new context reads the winners back from the cache file. */
+static void check_cached_choice(const plan_pair *pp, const conv_data *cd, const vc_algo best[3]) {
+  vc_context *ctx = NULL;
+  vc_plan *p = NULL;
+  CHECK_OK(NULL, vc_context_create(VC_DEVICE_CUDA, 0, &ctx));
+  if (ctx && plan_make(ctx, &pp->desc, pp->d_coords, pp->n, NULL, &p, pp->what))
+    for (int pass = 0; pass < 3; pass++) {
+      vc_algo now = VC_ALGO_AUTO;
+      CHECK_OK(ctx, vc_conv_algo_for(p, &cd->args, (vc_pass)pass, &now));
+      CHECK(now == best[pass], "a fresh context runs %s for %s, the cache file says %s", algo_name(now),
+            pass_name[pass], algo_name(best[pass]));
+    }
+  vc_plan_destroy(p);
+  vc_context_destroy(ctx);
+}
+
+static void test_tune(void) {
+  char dir[600], file[700];
+  if (!make_temp_dir(dir, sizeof dir)) {
+    CHECK(false, "cannot create a temporary directory for the tune cache");
+    return;
+  }
+  setenv("VOXCONV_CACHE_DIR", dir, 1);
+  vc_context *ctx = NULL;
+  CHECK_OK(NULL, vc_context_create(VC_DEVICE_CUDA, 0, &ctx));
+  plan_pair pp;
+  conv_data cd;
+  memset(&pp, 0, sizeof pp);
+  memset(&cd, 0, sizeof cd);
+  if (ctx && subm_setup(&pp, &cd, ctx, g_small ? 2000 : 30000, 64, 64, VC_DTYPE_F16, ALL_PASSES)) {
+    vc_algo best[3];
+    tune_passes(ctx, &pp, &cd, best);
+    snprintf(file, sizeof file, "%s/tune-v1.txt", dir);
+    struct stat st;
+    CHECK(stat(file, &st) == 0 && st.st_size > 0, "no tune cache file %s after vc_conv_tune", file);
+    check_cached_choice(&pp, &cd, best);
+  }
+  data_free(&cd);
+  pair_free(&pp);
+  vc_context_destroy(ctx);
+  setenv("VOXCONV_CACHE_DIR", g_cache_dir, 1);
+  remove_dir(dir);
+}
+
+/* ---- (f) execute calls inside a CUDA graph ------------------------------------------------- */
+
+static const vc_pass graph_passes[2] = {VC_PASS_FORWARD, VC_PASS_BACKWARD_DATA};
+
+/* Records forward and backward-data into a graph. Global capture mode makes any allocation,
+ * synchronisation or legacy-stream use inside the calls invalidate the capture. */
+static cudaGraphExec_t capture_passes(const plan_pair *pp, conv_data *cd, const vc_conv_args *a, void *const ws[2],
+                                      const size_t bytes[2]) {
+  cudaGraph_t graph = NULL;
+  cudaGraphExec_t exec = NULL;
+  if (!CU(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeGlobal))) return NULL;
+  vc_status s[2];
+  for (int i = 0; i < 2; i++) s[i] = run_pass(g_gpu, pp->gpu, a, graph_passes[i], cd->dev, ws[i], bytes[i], g_stream);
+  const cudaError_t e = cudaStreamEndCapture(g_stream, &graph);
+  for (int i = 0; i < 2; i++)
+    CHECK(s[i] == VC_OK, "under capture, %s returned %s (%s)", pass_name[graph_passes[i]], vc_status_string(s[i]),
+          vc_last_error(g_gpu));
+  CHECK(e == cudaSuccess, "cudaStreamEndCapture: %s -- an execute call allocated, synchronised or left the stream",
+        cudaGetErrorString(e));
+  if (e == cudaSuccess && s[0] == VC_OK && s[1] == VC_OK) CU(cudaGraphInstantiateWithFlags(&exec, graph, 0));
+  if (graph) CU(cudaGraphDestroy(graph));
+  return exec;
+}
+
+/* Replays the graph twice over poisoned outputs; each replay must equal the eager run bitwise. */
+static void replay_and_compare(cudaGraphExec_t exec, conv_data *cd, void *eager[2][2]) {
+  for (int r = 0; r < 2; r++) {
+    for (int i = 0; i < 2; i++) poison_outputs(cd, graph_passes[i]);
+    if (!CU(cudaGraphLaunch(exec, g_stream)) || !CU(cudaStreamSynchronize(g_stream))) return;
+    for (int i = 0; i < 2; i++) {
+      char what[96];
+      snprintf(what, sizeof what, "graph replay %d, implicit %s", r + 1, pass_name[graph_passes[i]]);
+      void *got[2];
+      if (download_outputs(cd, graph_passes[i], got, what)) compare_runs(cd, graph_passes[i], 0, eager[i], got, what);
+      free_outputs(got);
+    }
+  }
+}
+
+static void test_graph_capture(void) {
+  plan_pair pp;
+  conv_data cd;
+  if (!subm_setup(&pp, &cd, g_gpu, g_small ? 600 : 6000, 33, 64, VC_DTYPE_F16,
+                  1u << VC_PASS_FORWARD | 1u << VC_PASS_BACKWARD_DATA)) {
+    pair_free(&pp);
+    return;
+  }
+  vc_conv_args a = cd.args;
+  a.algo = VC_ALGO_IMPLICIT;
+  void *eager[2][2] = {{NULL, NULL}, {NULL, NULL}}, *ws[2] = {NULL, NULL};
+  size_t bytes[2] = {0, 0};
+  bool ok = true;
+  for (int i = 0; i < 2; i++) {
+    char what[200];
+    snprintf(what, sizeof what, "%s eager implicit %s", pp.what, pass_name[graph_passes[i]]);
+    if (gpu_run(g_gpu, pp.gpu, &cd, &a, graph_passes[i], eager[i], what))
+      check_close(&cd, graph_passes[i], vc_tolerance(a.dtype, a.math), eager[i], what);
+    else
+      ok = false;
+    /* Workspaces exist before the capture: the calls themselves may not allocate. */
+    CHECK_OK(g_gpu, vc_conv_workspace_size(pp.gpu, &a, graph_passes[i], &bytes[i]));
+    if (bytes[i] && (ws[i] = dev_alloc(bytes[i])) != NULL) CU(cudaMemsetAsync(ws[i], 0xff, bytes[i], g_stream));
+  }
+  cudaGraphExec_t exec = ok && CU(cudaStreamSynchronize(g_stream)) ? capture_passes(&pp, &cd, &a, ws, bytes) : NULL;
+  if (exec) {
+    replay_and_compare(exec, &cd, eager);
+    CU(cudaGraphExecDestroy(exec));
+  }
+  for (int i = 0; i < 2; i++) {
+    free_outputs(eager[i]);
+    dev_free(ws[i]);
+  }
+  data_free(&cd);
+  pair_free(&pp);
+}
+
+/* ---- (e) feature tensors past 2^31 elements ------------------------------------------------ */
+
+#define LARGE_C 512           /* channels in and out */
+#define LARGE_K 27            /* 3x3x3 */
+#define LARGE_SAMPLES 300     /* output rows checked on the host */
+#define LARGE_PERIOD 33554467 /* x repeats with this odd period: never in step with rows or 2^31 */
+
+typedef struct large_case {
+  int64_t n;
+  int32_t nb, lo, side;
+  int32_t *coords, *grid, *slot; /* grid: box cell -> row or -1; slot: row -> sample or -1 */
+  int64_t sample[LARGE_SAMPLES];
+  float *xval;                   /* x element i (flat) is xval[i % LARGE_PERIOD] */
+  double *w, *bias;              /* the uploaded values */
+  void *d_x, *d_w, *d_bias, *d_y;
+  vc_plan *plan;
+} large_case;
+
+static int64_t large_cell(const large_case *L, int32_t b, const int32_t q[3]) {
+  int64_t cell = b;
+  for (int a = 0; a < 3; a++) {
+    if (q[a] < L->lo || q[a] >= L->lo + L->side) return -1;
+    cell = cell * L->side + (q[a] - L->lo);
+  }
+  return cell;
+}
+
+/* The input row output `row` meets through offset r (pad 1: q = p - 1 + r), or -1: found in a
+ * dense grid, independently of any hash table. */
+static int32_t large_neighbour(const large_case *L, int64_t row, int r) {
+  const int32_t *c = L->coords + 4 * row;
+  const int32_t q[3] = {c[1] + r / 9 - 1, c[2] + r / 3 % 3 - 1, c[3] + r % 3 - 1};
+  const int64_t cell = large_cell(L, c[0], q);
+  return cell < 0 ? -1 : L->grid[cell];
+}
+
+static void large_index(large_case *L) {
+  const int64_t cells = (int64_t)L->nb * L->side * L->side * L->side;
+  L->grid = host_alloc((size_t)cells * sizeof *L->grid);
+  memset(L->grid, 0xff, (size_t)cells * sizeof *L->grid);
+  for (int64_t i = 0; i < L->n; i++) L->grid[large_cell(L, L->coords[4 * i], L->coords + 4 * i + 1)] = (int32_t)i;
+  /* Rows around element 2^31 and at the very end, where 32-bit offsets would wrap, and
+   * rows anywhere. */
+  const int64_t r31 = ((int64_t)1 << 31) / LARGE_C;
+  const int64_t fixed[4] = {0, r31 - 1, r31, L->n - 1};
+  L->slot = host_alloc((size_t)L->n * sizeof *L->slot);
+  memset(L->slot, 0xff, (size_t)L->n * sizeof *L->slot);
+  for (int k = 0; k < LARGE_SAMPLES;) {
+    const int64_t row = k < 4 ? fixed[k] : k < LARGE_SAMPLES / 2 ? vc_rand_int(0, (int32_t)L->n - 1)
+                                                                 : vc_rand_int((int32_t)r31 - 64, (int32_t)L->n - 1);
+    if (L->slot[row] >= 0) continue;
+    L->slot[row] = k;
+    L->sample[k++] = row;
+  }
+}
+
+/* The GPU's pair count against the grid, and every pair of the sampled rows. */
+static void large_check_map(const large_case *L) {
+  int64_t expect = 0;
+  for (int64_t i = 0; i < L->n; i++)
+    for (int r = 0; r < LARGE_K; r++) expect += large_neighbour(L, i, r) >= 0;
+  CHECK(vc_plan_pair_count(L->plan) == expect, "large: %lld pairs, the grid finds %lld",
+        (long long)vc_plan_pair_count(L->plan), (long long)expect);
+  map_snapshot s;
+  snapshot_take(g_gpu, L->plan, &s);
+  int32_t seen[LARGE_SAMPLES] = {0};
+  int64_t wrong = 0;
+  for (int r = 0; r < s.kvol && s.kvol == LARGE_K; r++)
+    for (int64_t j = s.offsets[r]; j < s.offsets[r + 1]; j++) {
+      const int32_t o = s.out_index[j];
+      if (o < 0 || o >= L->n) {
+        wrong++;
+        continue;
+      }
+      if (L->slot[o] < 0) continue;
+      seen[L->slot[o]]++;
+      wrong += s.in_index[j] != large_neighbour(L, o, r);
+    }
+  for (int k = 0; k < LARGE_SAMPLES; k++) {
+    int32_t want = 0;
+    for (int r = 0; r < LARGE_K; r++) want += large_neighbour(L, L->sample[k], r) >= 0;
+    wrong += seen[k] != want;
+  }
+  CHECK(wrong == 0, "large: %lld kernel-map entries of the sampled rows disagree with the grid", (long long)wrong);
+  snapshot_free(&s);
+}
+
+static bool large_upload(large_case *L) {
+  const int64_t nx = L->n * LARGE_C, nw = (int64_t)LARGE_C * LARGE_K * LARGE_C;
+  void *block = vc_rand_tensor(VC_DTYPE_F16, LARGE_PERIOD, NULL);
+  L->xval = host_alloc((size_t)LARGE_PERIOD * sizeof *L->xval);
+  vc_convert_to_f32(VC_DTYPE_F16, block, L->xval, LARGE_PERIOD);
+  L->d_x = dev_alloc((size_t)nx * 2);
+  L->d_y = dev_alloc((size_t)nx * 2);
+  /* Tiling one random block fills 4 GiB without a 4 GiB host buffer. */
+  for (int64_t off = 0; L->d_x && off < nx; off += LARGE_PERIOD) {
+    const int64_t m = nx - off < LARGE_PERIOD ? nx - off : LARGE_PERIOD;
+    CU(cudaMemcpyAsync((char *)L->d_x + off * 2, block, (size_t)m * 2, cudaMemcpyHostToDevice, g_stream));
+  }
+  free(block);
+  void *w = vc_rand_tensor(VC_DTYPE_F16, nw, &L->w), *b = vc_rand_tensor(VC_DTYPE_F16, LARGE_C, &L->bias);
+  L->d_w = dev_upload(w, (size_t)nw * 2);
+  L->d_bias = dev_upload(b, LARGE_C * 2);
+  free(w);
+  free(b);
+  return L->d_x && L->d_y && L->d_w && L->d_bias;
+}
+
+/* y[row] in f64 from the grid's neighbours; xrow is scratch of LARGE_C. */
+static void large_reference(const large_case *L, int64_t row, double *y, double *xrow) {
+  for (int c = 0; c < LARGE_C; c++) y[c] = L->bias[c];
+  for (int r = 0; r < LARGE_K; r++) {
+    const int64_t q = large_neighbour(L, row, r);
+    if (q < 0) continue;
+    for (int k = 0; k < LARGE_C; k++) xrow[k] = L->xval[(q * LARGE_C + k) % LARGE_PERIOD];
+    for (int c = 0; c < LARGE_C; c++) {
+      const double *w = L->w + ((int64_t)c * LARGE_K + r) * LARGE_C;
+      double s = 0;
+      for (int k = 0; k < LARGE_C; k++) s += w[k] * xrow[k];
+      y[c] += s;
+    }
+  }
+}
+
+/* Every output element finite (f16 exponent not all ones), i.e. every row written. */
+static void large_check_finite(const large_case *L, const char *what) {
+  const int64_t total = L->n * LARGE_C, chunk = (int64_t)1 << 26;
+  uint16_t *h = host_alloc((size_t)chunk * sizeof *h);
+  int64_t bad = 0, first = -1;
+  for (int64_t off = 0; off < total; off += chunk) {
+    const int64_t m = total - off < chunk ? total - off : chunk;
+    if (!dev_download(h, (const uint16_t *)L->d_y + off, (size_t)m * sizeof *h)) break;
+    for (int64_t i = 0; i < m; i++)
+      if ((h[i] & 0x7c00) == 0x7c00 && bad++ == 0) first = off + i;
+  }
+  CHECK(bad == 0, "%s: %lld of %lld outputs are not finite, the first in row %lld", what, (long long)bad,
+        (long long)total, (long long)(first / LARGE_C));
+  free(h);
+}
+
+static void large_check_samples(const large_case *L, const char *what) {
+  const int64_t m = (int64_t)LARGE_SAMPLES * LARGE_C;
+  uint16_t *raw = host_alloc((size_t)m * sizeof *raw);
+  for (int k = 0; k < LARGE_SAMPLES; k++)
+    CU(cudaMemcpyAsync(raw + k * LARGE_C, (const uint16_t *)L->d_y + L->sample[k] * LARGE_C, LARGE_C * sizeof *raw,
+                       cudaMemcpyDeviceToHost, g_stream));
+  CU(cudaStreamSynchronize(g_stream));
+  double *got = vc_to_f64(VC_DTYPE_F16, raw, m), *ref = host_alloc((size_t)m * sizeof *ref);
+  double *xrow = host_alloc(LARGE_C * sizeof *xrow), worst = 0;
+  int64_t worst_row = -1;
+  for (int k = 0; k < LARGE_SAMPLES; k++) {
+    large_reference(L, L->sample[k], ref + k * LARGE_C, xrow);
+    const double e = vc_rel_err(got + k * LARGE_C, ref + k * LARGE_C, LARGE_C);
+    if (!(e <= worst)) worst = e, worst_row = L->sample[k];
+  }
+  const double e = vc_rel_err(got, ref, m), tol = vc_tolerance(VC_DTYPE_F16, VC_MATH_F32);
+  CHECK(e < tol, "%s: sampled rows rel err %.3g >= %.0e; worst row %lld (byte offset %lld) at %.3g", what, e, tol,
+        (long long)worst_row, (long long)(worst_row * LARGE_C * 2), worst);
+  free(raw), free(got), free(ref), free(xrow);
+}
+
+/* Forward with `algo` if its workspace fits, timed with events, then checked. */
+static void large_forward(const large_case *L, vc_algo algo) {
+  vc_conv_args a;
+  vc_conv_args_init(&a, LARGE_C, LARGE_C, VC_DTYPE_F16);
+  a.algo = algo;
+  char what[64];
+  snprintf(what, sizeof what, "large f16 %s forward", algo_name(algo));
+  size_t bytes = 0, free_b = 0, total_b = 0;
+  vc_status s = vc_conv_workspace_size(L->plan, &a, VC_PASS_FORWARD, &bytes);
+  CHECK(s == VC_OK, "%s: workspace size: %s (%s)", what, vc_status_string(s), vc_last_error(g_gpu));
+  if (s != VC_OK || !CU(cudaMemGetInfo(&free_b, &total_b))) return;
+  if (bytes + ((size_t)1 << 30) > free_b) {
+    printf("  note: %s skipped: it needs %.1f GiB of workspace, %.1f GiB are free\n", what, bytes / 1073741824.0,
+           free_b / 1073741824.0);
+    return;
+  }
+  void *ws = bytes ? dev_alloc(bytes) : NULL;
+  /* All ones is NaN in f16; poisoning 4 GiB through the host would double the host memory. */
+  CU(cudaMemsetAsync(L->d_y, 0xff, (size_t)(L->n * LARGE_C) * 2, g_stream));
+  cudaEvent_t ev[2] = {NULL, NULL};
+  const bool events = CU(cudaEventCreate(&ev[0])) && CU(cudaEventCreate(&ev[1])) && CU(cudaEventRecord(ev[0], g_stream));
+  s = vc_conv_forward(g_gpu, L->plan, &a, L->d_x, L->d_w, L->d_bias, L->d_y, ws, bytes, g_stream);
+  CHECK(s == VC_OK, "%s: %s (%s)", what, vc_status_string(s), vc_last_error(g_gpu));
+  float ms = 0;
+  if (events && CU(cudaEventRecord(ev[1], g_stream)) && CU(cudaEventSynchronize(ev[1])) && s == VC_OK &&
+      CU(cudaEventElapsedTime(&ms, ev[0], ev[1]))) {
+    printf("  %s: %.1f ms, %.0f TFLOP/s useful\n", what, ms,
+           2.0 * (double)vc_plan_pair_count(L->plan) * LARGE_C * LARGE_C / (ms * 1e9));
+    large_check_finite(L, what);
+    large_check_samples(L, what);
+  }
+  for (int i = 0; i < 2; i++)
+    if (ev[i]) CU(cudaEventDestroy(ev[i]));
+  dev_free(ws);
+}
+
+static void large_free(large_case *L) {
+  vc_plan_destroy(L->plan);
+  free(L->coords), free(L->grid), free(L->slot), free(L->xval), free(L->w), free(L->bias);
+  dev_free(L->d_x), dev_free(L->d_w), dev_free(L->d_bias), dev_free(L->d_y);
+}
+
+/* Submanifold 3x3x3 over 4.3 M sites (two batches half filling a 163^3 box) with 512 channels
+ * in f16: x and y hold 2.2e9 elements each, past 2^31. */
+static void test_large_2e31_elements(void) {
+  large_case L;
+  memset(&L, 0, sizeof L);
+  L.n = 4300000, L.nb = 2, L.side = 163, L.lo = -81;
+  const size_t tensor = (size_t)(L.n * LARGE_C) * 2;
+  size_t free_b = 0, total_b = 0;
+  if (!CU(cudaMemGetInfo(&free_b, &total_b))) return;
+  if (free_b < 2 * tensor + ((size_t)6 << 30)) {
+    printf("  note: skipped: %.1f GiB free, the case needs about %.1f GiB\n", free_b / 1073741824.0,
+           (2 * tensor + ((size_t)6 << 30)) / 1073741824.0);
+    return;
+  }
+  double t = now_ms();
+  L.coords = vc_rand_coords(L.n, L.nb, L.lo, L.lo + L.side - 1);
+  large_index(&L);
+  printf("  %lld sites generated and indexed in %.0f ms\n", (long long)L.n, now_ms() - t);
+  vc_conv_desc d;
+  vc_conv_desc_init(&d, VC_CONV_SUBMANIFOLD, 3, 1, -1, 1);
+  int32_t *dc = dev_upload(L.coords, (size_t)L.n * 4 * sizeof *dc);
+  t = now_ms();
+  const bool ok = plan_make(g_gpu, &d, dc, L.n, NULL, &L.plan, "large") && CU(cudaStreamSynchronize(g_stream));
+  dev_free(dc);
+  if (ok) {
+    printf("  plan: %lld pairs in %.1f ms\n", (long long)vc_plan_pair_count(L.plan), now_ms() - t);
+    large_check_map(&L);
+    if (large_upload(&L)) {
+      large_forward(&L, VC_ALGO_IMPLICIT);
+      large_forward(&L, VC_ALGO_EXPLICIT);
+    }
+  }
+  large_free(&L);
+}
+
+/* ---- main --------------------------------------------------------------------------------- */
+
+typedef struct gpu_case {
+  const char *name;
+  void (*fn)(void);
+  bool small; /* part of the --small run */
+} gpu_case;
+
+static const gpu_case cases[] = {
+    {"kmap_submanifold", test_kmap_submanifold, true},
+    {"kmap_sparse", test_kmap_sparse, true},
+    {"kmap_inverse", test_kmap_inverse, true},
+    {"kmap_transposed", test_kmap_transposed, true},
+    {"kmap_bad_coords", test_kmap_bad_coords, true},
+    {"kmap_large", test_kmap_large, false},
+    {"conv_submanifold", test_conv_submanifold, true},
+    {"conv_sparse", test_conv_sparse, true},
+    {"conv_inverse", test_conv_inverse, true},
+    {"conv_transposed", test_conv_transposed, true},
+    {"determinism", test_determinism, true},
+    {"tune", test_tune, true},
+    {"graph_capture", test_graph_capture, true},
+    {"large_2e31_elements", test_large_2e31_elements, false},
+};
+
+/* The environment of the run: no forced algorithms or determinism from the caller's shell,
+ * and a private tune cache, so AUTO starts from the heuristic. */
+static bool setup(void) {
+  static const char *const forced[] = {"VOXCONV_ALGO_FORWARD", "VOXCONV_ALGO_BACKWARD_DATA",
+                                       "VOXCONV_ALGO_BACKWARD_WEIGHT", "VOXCONV_DETERMINISTIC"};
+  for (size_t i = 0; i < sizeof forced / sizeof *forced; i++) unsetenv(forced[i]);
+  if (!make_temp_dir(g_cache_dir, sizeof g_cache_dir)) {
+    fprintf(stderr, "vc_gpu_tests: cannot create a temporary directory\n");
+    return false;
+  }
+  setenv("VOXCONV_CACHE_DIR", g_cache_dir, 1);
+  vc_status s = vc_context_create(VC_DEVICE_CPU, 0, &g_cpu);
+  if (s == VC_OK) s = vc_context_create(VC_DEVICE_CUDA, 0, &g_gpu);
+  if (s != VC_OK) {
+    fprintf(stderr, "vc_gpu_tests: vc_context_create: %s (%s)%s\n", vc_status_string(s), vc_last_error(NULL),
+            s == VC_ERR_UNSUPPORTED ? " -- this libvoxconv was built without the CUDA backend" : "");
+    return false;
+  }
+  return CU(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
+}
+
+static void teardown(void) {
+  vc_context_destroy(g_gpu);
+  vc_context_destroy(g_cpu);
+  if (g_stream) CU(cudaStreamDestroy(g_stream));
+  if (g_cache_dir[0]) remove_dir(g_cache_dir);
+  /* Ends the CUDA context, so compute-sanitizer's leak check sees everything released. */
+  CU(cudaDeviceReset());
+}
+
+static void print_device(void) {
+  struct cudaDeviceProp prop;
+  int dev = 0, rt = 0, drv = 0;
+  if (CU(cudaGetDevice(&dev)) && CU(cudaGetDeviceProperties(&prop, dev)) && CU(cudaRuntimeGetVersion(&rt)) &&
+      CU(cudaDriverGetVersion(&drv)))
+    printf("device %d: %s, sm_%d%d, %d SMs, %.1f GiB; runtime %d, driver %d\n", dev, prop.name, prop.major,
+           prop.minor, prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0, rt, drv);
+}
+
+int main(int argc, char **argv) {
+  const char *filter = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--small")) {
+      g_small = true;
+    } else if (argv[i][0] == '-') {
+      fprintf(stderr, "usage: %s [--small] [name-substring]\n", argv[0]);
+      return strcmp(argv[i], "--help") && strcmp(argv[i], "-h") ? 2 : 0;
+    } else {
+      filter = argv[i];
+    }
+  }
+  int ndev = 0;
+  const cudaError_t e = cudaGetDeviceCount(&ndev);
+  if (e != cudaSuccess || ndev < 1) {
+    printf("vc_gpu_tests: no CUDA device is available (%s): GPU tests skipped\n",
+           e != cudaSuccess ? cudaGetErrorString(e) : "the runtime reports 0 devices");
+    return 77;
+  }
+  const char *env = getenv("VC_TEST_SEED");
+  const uint64_t seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL);
+  printf("voxconv GPU tests%s, VC_TEST_SEED=%llu\n", g_small ? " (--small)" : "", (unsigned long long)seed);
+  print_device();
+  int passed = 0, failed = 0;
+  if (!setup()) {
+    failed = 1;
+  } else {
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+      if ((g_small && !cases[i].small) || (filter && !strstr(cases[i].name, filter))) continue;
+      vc_test_seed(seed ^ (uint64_t)(i + 1) * 0x9e3779b97f4a7c15ull);
+      g_failures = 0;
+      const double t0 = now_ms();
+      cases[i].fn();
+      printf("%s %-28s %9.1f ms\n", g_failures ? "FAIL" : "ok  ", cases[i].name, now_ms() - t0);
+      fflush(stdout);
+      if (g_failures) failed++;
+      else passed++;
+    }
+  }
+  g_failures = 0;
+  teardown();
+  if (g_failures) failed++; /* a failing teardown is a failure too */
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}

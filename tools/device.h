@@ -1,0 +1,84 @@
+/* device.h — the tool's view of one device: a voxconv context plus, on CUDA, a stream,
+ * a cuBLAS handle and two events. Buffers, copies, timers and the dense ceiling go through
+ * it, so a command is written once for the CPU and for CUDA.
+ *
+ * On a CPU device every "device" pointer is host memory, copies are memcpy and timers read
+ * the host clock (CPU execute calls return when done). On CUDA, buffers are cudaMalloc'd,
+ * work is queued on `stream`, and timers are CUDA events on that stream.
+ * Like common.h, failures print one line and exit with status 1.
+ */
+#ifndef VC_TOOLS_DEVICE_H
+#define VC_TOOLS_DEVICE_H
+
+#include "voxconv.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum { DEVICE_AUTO, DEVICE_CPU, DEVICE_CUDA }; /* a --device choice */
+extern const char *const device_names[];        /* "auto", "cpu", "cuda", NULL */
+
+typedef struct vc_dev {
+  vc_context *ctx;
+  bool cuda;
+  void *stream;    /* cudaStream_t (NULL on the CPU) */
+  void *blas;      /* cublasHandle_t */
+  void *events[2]; /* cudaEvent_t start, stop */
+  double t0;       /* host timer start (CPU) */
+  char name[200];  /* "NVIDIA H100 80GB HBM3", "cpu (no CUDA: ...)" */
+} vc_dev;
+
+/* Opens `choice`: auto takes CUDA when a context can be created, else the CPU (and says
+ * why in d->name); cuda stops with the library's sentence when it cannot. */
+void dev_open(vc_dev *d, int choice);
+void dev_close(vc_dev *d); /* frees what dev_open made; the device's buffers must be freed */
+
+void *dev_alloc(const vc_dev *d, size_t bytes);
+void dev_free(const vc_dev *d, void *p); /* NULL is fine */
+void dev_upload(const vc_dev *d, void *dst, const void *src, size_t bytes);
+void dev_download(const vc_dev *d, void *dst, const void *src, size_t bytes);
+void *dev_to_host(const vc_dev *d, const void *src, size_t bytes); /* a malloc'd host copy */
+void dev_poison(const vc_dev *d, void *p, size_t bytes);          /* all-ones bytes: NaN */
+void dev_sync(const vc_dev *d);
+
+/* n random elements of dt, uniform in [-scale, scale) (common.h's generator), on the device. */
+void *dev_random(const vc_dev *d, vc_dtype dt, int64_t n, double scale);
+/* n poisoned elements of dt on the device. */
+void *dev_poisoned(const vc_dev *d, vc_dtype dt, int64_t n);
+/* y[n] += x[n], in f32 arithmetic (cublasAxpyEx on CUDA). */
+void dev_add(const vc_dev *d, vc_dtype dt, int64_t n, const void *x, void *y);
+
+/* Times the work queued between start and stop, in ms; stop synchronises. */
+void dev_timer_start(vc_dev *d);
+double dev_timer_stop(vc_dev *d);
+
+/* Bytes in use on the device (cudaMemGetInfo); -1 on the CPU. */
+int64_t dev_mem_used(const vc_dev *d);
+
+/* The dense ceiling of BENCHMARKS.md in TFLOP/s: on CUDA one 8192^3 cublasGemmEx in dt
+ * (f32 accumulation; math TF32 selects CUBLAS_COMPUTE_32F_FAST_TF32), on the CPU one
+ * 2048^3 cblas_sgemm whatever dt. Random operands; median of reps after warmup.
+ * `label` receives a description of what was measured. */
+double dev_dense_peak(vc_dev *d, vc_dtype dt, vc_math math, int warmup, int reps, char *label, size_t len);
+
+/* Runs build(arg) between two device synchronisations and returns its milliseconds;
+ * *mem_bytes receives the device memory it kept (cudaMemGetInfo before and after; -1 on
+ * the CPU). For kernel-map builds: the timing includes the synchronisation. */
+double dev_timed_build(vc_dev *d, void (*build)(void *arg), void *arg, int64_t *mem_bytes);
+
+/* Builds (or rebuilds) one plan; a timed_body measuring vc_plan_create plus the device
+ * synchronisation. The previous plan is freed outside the timing; mem_bytes receives the
+ * device memory the last build took (-1 on the CPU). coords are device memory. */
+typedef struct plan_build {
+  vc_dev *dev;
+  vc_conv_desc desc;
+  const int32_t *coords;
+  int64_t n;
+  vc_plan *plan; /* the last one built */
+  int64_t mem_bytes;
+} plan_build;
+
+double plan_timed(void *arg);
+
+#endif
