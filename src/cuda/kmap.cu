@@ -329,13 +329,16 @@ static uint64_t table_capacity(int64_t n) {
 }
 
 /* Temporary device memory of one plan build, released on every path. */
+#define SCRATCH_MAX 16
+
 typedef struct scratch {
-  void *p[8];
+  void *p[SCRATCH_MAX];
   int n;
   cudaStream_t s;
 } scratch;
 
 static vc_status scratch_alloc(vc_context *ctx, scratch *t, void **ptr, size_t bytes, const char *what) {
+  if (t->n == SCRATCH_MAX) return vc_fail(ctx, VC_ERR_INTERNAL, "vc_plan_create: more than %d scratch buffers", SCRATCH_MAX);
   vc_status st = dev_alloc(ctx, ptr, bytes, t->s, what);
   if (st == VC_OK) t->p[t->n++] = *ptr;
   return st;
@@ -346,22 +349,25 @@ static void scratch_free(scratch *t) {
   t->n = 0;
 }
 
-/* Range check and hash of the input sites, with the CPU engine's messages on failure. */
+/* Range check and hash of the input sites. Nothing is read back here: flags[0] (first
+ * out-of-range row) and flags[1] (a duplicated row) are checked at the build's next
+ * synchronisation by input_error. */
 static vc_status hash_inputs(vc_context *ctx, const int32_t *coords, int64_t n, scratch *t, uint64_t **keys,
                              int32_t **vals, uint64_t *mask, unsigned long long *flags) {
   const cudaStream_t s = t->s;
-  unsigned long long h[2];
   uint64_t cap = table_capacity(n);
   *mask = cap - 1;
   TRY(scratch_alloc(ctx, t, (void **)keys, cap * sizeof(uint64_t), "the input hash table"));
   TRY(scratch_alloc(ctx, t, (void **)vals, cap * sizeof(int32_t), "the input hash table"));
   VC_CUDA_TRY(ctx, cudaMemsetAsync(*keys, 0xff, cap * sizeof(uint64_t), s));
-  VC_CUDA_TRY(ctx, cudaMemsetAsync(flags, 0xff, 2 * sizeof *flags, s));
   k_check_range<<<grid_for(n), 256, 0, s>>>(coords, n, flags);
   k_insert_inputs<<<grid_for(n), 256, 0, s>>>(coords, n, *keys, *vals, *mask, flags + 1);
   VC_CUDA_TRY(ctx, cudaGetLastError());
-  VC_CUDA_TRY(ctx, cudaMemcpyAsync(h, flags, sizeof h, cudaMemcpyDeviceToHost, s));
-  VC_CUDA_TRY(ctx, cudaStreamSynchronize(s));
+  return VC_OK;
+}
+
+/* The CPU engine's message for bad input rows, from the flags of hash_inputs. */
+static vc_status input_error(vc_context *ctx, const int32_t *coords, int64_t n, const unsigned long long h[2]) {
   if (h[0] == ~0ull && h[1] == ~0ull) return VC_OK;
   /* Error path: bring the coordinates home to name the culprit exactly as the CPU does. */
   int32_t *hc = (int32_t *)malloc((size_t)n * 4 * sizeof(int32_t));
@@ -398,16 +404,17 @@ static vc_status output_sites(vc_context *ctx, vc_plan *p, const int32_t *coords
   TRY(scratch_alloc(ctx, t, (void **)&okeys, cap * sizeof(uint64_t), "the output hash table"));
   TRY(scratch_alloc(ctx, t, (void **)&list, (size_t)(bound + 1) * sizeof(uint64_t), "output sites"));
   VC_CUDA_TRY(ctx, cudaMemsetAsync(okeys, 0xff, cap * sizeof(uint64_t), s));
-  VC_CUDA_TRY(ctx, cudaMemsetAsync(flags, 0, sizeof *flags, s));
-  VC_CUDA_TRY(ctx, cudaMemsetAsync(flags + 1, 0xff, sizeof *flags, s));
-  k_out_candidates<<<grid_for(n * g.K), 256, 0, s>>>(coords, n, g, transposed, okeys, cap - 1, list, flags, flags + 1);
+  VC_CUDA_TRY(ctx, cudaMemsetAsync(flags + 2, 0, sizeof *flags, s));
+  VC_CUDA_TRY(ctx, cudaMemsetAsync(flags + 3, 0xff, sizeof *flags, s));
+  k_out_candidates<<<grid_for(n * g.K), 256, 0, s>>>(coords, n, g, transposed, okeys, cap - 1, list, flags + 2, flags + 3);
   VC_CUDA_TRY(ctx, cudaGetLastError());
-  unsigned long long h[2];
+  unsigned long long h[4]; /* input range, input duplicate, output count, output range */
   VC_CUDA_TRY(ctx, cudaMemcpyAsync(h, flags, sizeof h, cudaMemcpyDeviceToHost, s));
   VC_CUDA_TRY(ctx, cudaStreamSynchronize(s));
-  if (h[1] != ~0ull) {
-    int64_t i = (int64_t)(h[1] / g.K), tt[3];
-    int r = (int)(h[1] % g.K);
+  TRY(input_error(ctx, coords, n, h));
+  if (h[3] != ~0ull) {
+    int64_t i = (int64_t)(h[3] / g.K), tt[3];
+    int r = (int)(h[3] % g.K);
     int32_t c[4];
     VC_CUDA_TRY(ctx, cudaMemcpy(c, coords + 4 * i, sizeof c, cudaMemcpyDeviceToHost));
     candidate(g, transposed, c, r, tt);
@@ -417,7 +424,7 @@ static vc_status output_sites(vc_context *ctx, vc_plan *p, const int32_t *coords
                    c[0], (long long)tt[0], (long long)tt[1], (long long)tt[2], (long long)i, r, VC_COORD_MIN,
                    VC_COORD_MAX);
   }
-  p->n_out = (int64_t)h[0];
+  p->n_out = (int64_t)h[2];
   if (p->n_out > INT32_MAX - 1)
     return vc_fail(ctx, VC_ERR_OUT_OF_RANGE, "output sites: %lld exceed the limit of %d", (long long)p->n_out,
                    INT32_MAX - 1);
@@ -430,14 +437,26 @@ static vc_status output_sites(vc_context *ctx, vc_plan *p, const int32_t *coords
   return VC_OK;
 }
 
-/* nb -> p->offsets (host), p->pair_in, p->pair_out. */
-static vc_status compact_pairs(vc_context *ctx, vc_plan *p, const int32_t *nb, scratch *t) {
+/* off[r] = start[r * nblk] (r < K), off[K] = the total: the only numbers the host needs. */
+__global__ static void k_pair_offsets(const int64_t *start, const int32_t *cnt, int64_t nblk, int K, int64_t *off) {
+  for (int r = threadIdx.x; r <= K; r += blockDim.x)
+    off[r] = r < K ? start[(int64_t)r * nblk] : start[nblk * K - 1] + cnt[nblk * K - 1];
+}
+
+/* nb -> p->offsets (host), p->pair_in, p->pair_out; also checks the input flags (flags[0..1]
+ * of hash_inputs, or ~0 for inverse plans) at this, the build's synchronisation. */
+static vc_status compact_pairs(vc_context *ctx, vc_plan *p, const int32_t *coords, const int32_t *nb, scratch *t,
+                               const unsigned long long *flags) {
   const cudaStream_t s = t->s;
   const int K = p->kvol;
   const int64_t nblk = p->n_out ? (p->n_out + PAIR_ROWS - 1) / PAIR_ROWS : 0, ncnt = nblk * K;
   p->offsets = (int64_t *)calloc((size_t)K + 1, sizeof(int64_t));
   if (!p->offsets) return vc_fail(ctx, VC_ERR_OUT_OF_MEMORY, "vc_plan_create: out of host memory");
   if (nblk == 0) {
+    unsigned long long h[2];
+    VC_CUDA_TRY(ctx, cudaMemcpyAsync(h, flags, sizeof h, cudaMemcpyDeviceToHost, s));
+    VC_CUDA_TRY(ctx, cudaStreamSynchronize(s));
+    TRY(input_error(ctx, coords, p->n_in, h));
     p->n_pairs = p->max_pairs = 0;
     TRY(dev_alloc(ctx, (void **)&p->pair_in, 16, s, "the kernel map"));
     return dev_alloc(ctx, (void **)&p->pair_out, 16, s, "the kernel map");
@@ -451,20 +470,14 @@ static vc_status compact_pairs(vc_context *ctx, vc_plan *p, const int32_t *nb, s
   k_count_pairs<<<(unsigned)nblk, 256, 0, s>>>(nb, p->n_out, K, cnt);
   vc_cuda_scan_exclusive(cnt, start, ncnt, tmp, s);
   VC_CUDA_TRY(ctx, cudaGetLastError());
-  /* offsets[r] = start[r * nblk]; the total sits after the scan's tile sums */
-  int64_t *host_start = (int64_t *)malloc((size_t)ncnt * sizeof(int64_t));
-  if (!host_start) return vc_fail(ctx, VC_ERR_OUT_OF_MEMORY, "vc_plan_create: out of host memory");
-  cudaError_t e = cudaMemcpyAsync(host_start, start, (size_t)ncnt * sizeof(int64_t), cudaMemcpyDeviceToHost, s);
-  int32_t last = 0;
-  if (e == cudaSuccess) e = cudaMemcpyAsync(&last, cnt + ncnt - 1, sizeof last, cudaMemcpyDeviceToHost, s);
-  if (e == cudaSuccess) e = cudaStreamSynchronize(s);
-  if (e != cudaSuccess) {
-    free(host_start);
-    return vc_fail(ctx, VC_ERR_DEVICE, "vc_plan_create: reading pair counts failed: %s", cudaGetErrorString(e));
-  }
-  for (int r = 0; r < K; r++) p->offsets[r] = host_start[(int64_t)r * nblk];
-  p->offsets[K] = host_start[ncnt - 1] + last;
-  free(host_start);
+  int64_t *doff;
+  TRY(scratch_alloc(ctx, t, (void **)&doff, (size_t)(K + 1) * sizeof(int64_t), "pair offsets"));
+  k_pair_offsets<<<1, 128, 0, s>>>(start, cnt, nblk, K, doff);
+  unsigned long long h[2];
+  VC_CUDA_TRY(ctx, cudaMemcpyAsync(p->offsets, doff, (size_t)(K + 1) * sizeof(int64_t), cudaMemcpyDeviceToHost, s));
+  VC_CUDA_TRY(ctx, cudaMemcpyAsync(h, flags, sizeof h, cudaMemcpyDeviceToHost, s));
+  VC_CUDA_TRY(ctx, cudaStreamSynchronize(s));
+  TRY(input_error(ctx, coords, p->n_in, h));
   p->n_pairs = p->offsets[K];
   p->max_pairs = 0;
   for (int r = 0; r < K; r++)
@@ -505,8 +518,9 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
   const cudaStream_t s = t->s;
   const vc_conv_kind kind = p->desc.kind;
   const geom g = geom_of(&p->desc);
-  unsigned long long *flags;
-  TRY(scratch_alloc(ctx, t, (void **)&flags, 2 * sizeof *flags, "flags"));
+  unsigned long long *flags; /* see hash_inputs and output_sites */
+  TRY(scratch_alloc(ctx, t, (void **)&flags, 4 * sizeof *flags, "flags"));
+  VC_CUDA_TRY(ctx, cudaMemsetAsync(flags, 0xff, 2 * sizeof *flags, s));
   uint64_t *keys = NULL, mask = 0;
   int32_t *vals = NULL;
 
@@ -566,7 +580,7 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
     }
     VC_CUDA_TRY(ctx, cudaGetLastError());
   }
-  TRY(compact_pairs(ctx, p, cp->nb, t));
+  TRY(compact_pairs(ctx, p, coords, cp->nb, t, flags));
   TRY(dev_alloc(ctx, (void **)&cp->offsets_dev, (size_t)(g.K + 1) * sizeof(int64_t), s, "pair offsets"));
   VC_CUDA_TRY(ctx, cudaMemcpyAsync(cp->offsets_dev, p->offsets, (size_t)(g.K + 1) * sizeof(int64_t), cudaMemcpyHostToDevice, s));
   TRY(encodings(ctx, p, cp, s));
