@@ -40,6 +40,9 @@ enum { MODE_FWD = 0, MODE_DGRAD = 1, MODE_WGRAD = 2 };
 /* Gather rows of the tile for up to this many active offsets are resolved once per tile
  * into shared memory, so no dependent global load precedes a stage's copies. */
 #define GTAB_OFFSETS 32
+/* gtab row stride: one word of padding keeps both its writes (threads walk offsets) and its
+ * reads (threads walk rows) free of bank conflicts. */
+#define GTAB_STRIDE(bm) ((bm) + 1)
 #define MAX_K (VC_KERNEL_MAX * VC_KERNEL_MAX * VC_KERNEL_MAX)
 
 typedef struct imp_args {
@@ -108,14 +111,14 @@ __device__ static __forceinline__ tile_pos tile_setup(const imp_args &p, int bm,
   if (*n_act <= GTAB_OFFSETS) { /* gtab[a * bm + m]: consecutive threads walk one row's offsets */
     for (int i = threadIdx.x; i < *n_act * bm; i += blockDim.x) {
       const int m = i / *n_act, a = i % *n_act;
-      gtab[a * bm + m] = rowid[m] >= 0 ? p.tab[(int64_t)rowid[m] * p.K + act[a]] : -1;
+      gtab[a * GTAB_STRIDE(bm) + m] = rowid[m] >= 0 ? p.tab[(int64_t)rowid[m] * p.K + act[a]] : -1;
     }
     __syncthreads();
     /* live16[a] bit b: some row of the 16-row block b meets offset a; Gray-ordered rows
      * share masks, so whole blocks are often empty and their MMAs are skipped. */
     for (int a = threadIdx.x; a < *n_act; a += blockDim.x) {
       uint32_t bits = 0;
-      for (int m = 0; m < bm; m++) bits |= (uint32_t)(gtab[a * bm + m] >= 0) << (m / 16);
+      for (int m = 0; m < bm; m++) bits |= (uint32_t)(gtab[a * GTAB_STRIDE(bm) + m] >= 0) << (m / 16);
       live16[a] = bits;
     }
   } else {
@@ -145,7 +148,7 @@ __device__ static inline void load8(uint16_t *dst, const uint16_t *src, bool row
 /* The input row that tile row m meets through the a-th active offset (column col). */
 __device__ static __forceinline__ int32_t gather_row(const imp_args &p, const int32_t *rowid, const int32_t *gtab, int n_act, int bm,
                                             int a, int col, int m) {
-  if (n_act <= GTAB_OFFSETS) return gtab[a * bm + m];
+  if (n_act <= GTAB_OFFSETS) return gtab[a * GTAB_STRIDE(bm) + m];
   return rowid[m] >= 0 ? p.tab[(int64_t)rowid[m] * p.K + col] : -1;
 }
 
@@ -258,7 +261,7 @@ __device__ static __forceinline__ void tc_body(const imp_args &args, const int m
   extern __shared__ __align__(16) uint16_t smem[];
   __shared__ int32_t rowid[TC_BM];
   __shared__ int16_t act[MAX_K];
-  __shared__ int32_t gtab[GTAB_OFFSETS * TC_BM];
+  __shared__ int32_t gtab[GTAB_OFFSETS * GTAB_STRIDE(TC_BM)];
   __shared__ uint32_t live16[GTAB_OFFSETS];
   __shared__ int n_act;
   const tile_pos t = tile_setup(p, TC_BM, TC_BK, rowid, act, &n_act, gtab, live16);
@@ -364,7 +367,7 @@ __global__ void __launch_bounds__(FF_THREADS) k_implicit_ffma(const imp_args p) 
   __shared__ float sA[FF_BK][FF_BM], sB[FF_BK][FF_BN];
   __shared__ int32_t rowid[FF_BM];
   __shared__ int16_t act[MAX_K];
-  __shared__ int32_t gtab[GTAB_OFFSETS * FF_BM];
+  __shared__ int32_t gtab[GTAB_OFFSETS * GTAB_STRIDE(FF_BM)];
   __shared__ uint32_t live16[GTAB_OFFSETS];
   __shared__ int n_act;
   const tile_pos t = tile_setup(p, FF_BM, FF_BK, rowid, act, &n_act, gtab, live16);

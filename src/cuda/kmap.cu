@@ -39,24 +39,26 @@ __device__ static inline uint64_t mix64(uint64_t k) { /* same finaliser as the C
   return k ^ (k >> 31);
 }
 
-__device__ static inline int32_t hash_find(const uint64_t *keys, const int32_t *vals, uint64_t mask, uint64_t key) {
+/* Input table slot: key and row side by side, so a hit costs one cache line. */
+typedef struct __align__(16) slot {
+  unsigned long long key;
+  long long row;
+} slot;
+
+__device__ static inline int32_t hash_find(const slot *t, uint64_t mask, uint64_t key) {
   for (uint64_t s = mix64(key) & mask;; s = (s + 1) & mask) {
-    uint64_t k = keys[s];
-    if (k == key) return vals[s];
-    if (k == VC_KEY_EMPTY) return -1;
+    const slot e = t[s];
+    if (e.key == key) return (int32_t)e.row;
+    if (e.key == VC_KEY_EMPTY) return -1;
   }
 }
 
-/* Inserts key; returns true when this call inserted it (false: it was there already). */
-__device__ static inline bool hash_insert(uint64_t *keys, int32_t *vals, uint64_t mask, uint64_t key, int32_t val) {
+/* Claims key's slot; returns its index, or -1 when the key was there already. */
+__device__ static inline int64_t hash_claim(unsigned long long *key_of_slot0, size_t stride, uint64_t mask, uint64_t key) {
   for (uint64_t s = mix64(key) & mask;; s = (s + 1) & mask) {
-    unsigned long long prev = atomicCAS((unsigned long long *)&keys[s], (unsigned long long)VC_KEY_EMPTY,
-                                        (unsigned long long)key);
-    if (prev == VC_KEY_EMPTY) {
-      if (vals) vals[s] = val;
-      return true;
-    }
-    if (prev == key) return false;
+    unsigned long long prev = atomicCAS(key_of_slot0 + s * stride, (unsigned long long)VC_KEY_EMPTY, (unsigned long long)key);
+    if (prev == VC_KEY_EMPTY) return (int64_t)s;
+    if (prev == key) return -1;
   }
 }
 
@@ -65,11 +67,12 @@ __global__ static void k_check_range(const int32_t *c, int64_t n, unsigned long 
     if (!vc_site_in_range(c[4 * i], c[4 * i + 1], c[4 * i + 2], c[4 * i + 3])) atomicMin(bad, (unsigned long long)i);
 }
 
-__global__ static void k_insert_inputs(const int32_t *c, int64_t n, uint64_t *keys, int32_t *vals, uint64_t mask,
-                                       unsigned long long *dup) {
+__global__ static void k_insert_inputs(const int32_t *c, int64_t n, slot *t, uint64_t mask, unsigned long long *dup) {
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     uint64_t key = vc_key_pack(c[4 * i], c[4 * i + 1], c[4 * i + 2], c[4 * i + 3]);
-    if (!hash_insert(keys, vals, mask, key, (int32_t)i)) atomicMin(dup, (unsigned long long)i);
+    int64_t at = hash_claim(&t[0].key, sizeof(slot) / sizeof(unsigned long long), mask, key);
+    if (at < 0) atomicMin(dup, (unsigned long long)i);
+    else t[at].row = i;
   }
 }
 
@@ -104,7 +107,7 @@ __global__ static void k_out_candidates(const int32_t *c, int64_t n, geom g, boo
       continue;
     }
     uint64_t key = vc_key_pack(c[4 * i], (int32_t)t[0], (int32_t)t[1], (int32_t)t[2]);
-    if (hash_insert(okeys, NULL, omask, key, 0)) list[atomicAdd(count, 1ull)] = key;
+    if (hash_claim((unsigned long long *)okeys, 1, omask, key) >= 0) list[atomicAdd(count, 1ull)] = key;
   }
 }
 
@@ -114,8 +117,8 @@ __global__ static void k_unpack(const uint64_t *keys, int64_t n, int32_t *c) {
 }
 
 /* nb[o, r] for sparse / transposed outputs: one lookup per (o, r). */
-__global__ static void k_neighbors(const int32_t *oc, int64_t n_out, geom g, bool transposed, const uint64_t *keys,
-                                   const int32_t *vals, uint64_t mask, int32_t *nb) {
+__global__ static void k_neighbors(const int32_t *oc, int64_t n_out, geom g, bool transposed, const slot *t,
+                                   uint64_t mask, int32_t *nb) {
   const int64_t total = n_out * g.K;
   for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < total; j += (int64_t)gridDim.x * blockDim.x) {
     const int64_t o = j / g.K;
@@ -135,14 +138,14 @@ __global__ static void k_neighbors(const int32_t *oc, int64_t n_out, geom g, boo
       }
     }
     ok = ok && vc_site_in_range(c[0], q[0], q[1], q[2]);
-    nb[j] = ok ? hash_find(keys, vals, mask, vc_key_pack(c[0], (int32_t)q[0], (int32_t)q[1], (int32_t)q[2])) : -1;
+    nb[j] = ok ? hash_find(t, mask, vc_key_pack(c[0], (int32_t)q[0], (int32_t)q[1], (int32_t)q[2])) : -1;
   }
 }
 
 /* Submanifold: offsets r and K-1-r are opposite displacements, so one lookup for r below
  * the centre fills nb[o, r] and nb[q, K-1-r]; the centre is the identity. */
-__global__ static void k_neighbors_submanifold(const int32_t *c, int64_t n, geom g, const uint64_t *keys,
-                                               const int32_t *vals, uint64_t mask, int32_t *nb) {
+__global__ static void k_neighbors_submanifold(const int32_t *c, int64_t n, geom g, const slot *t, uint64_t mask,
+                                               int32_t *nb) {
   const int half = g.K / 2;
   const int64_t total = n * (half + 1);
   for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < total; j += (int64_t)gridDim.x * blockDim.x) {
@@ -157,7 +160,7 @@ __global__ static void k_neighbors_submanifold(const int32_t *c, int64_t n, geom
     int64_t q[3];
     for (int a = 0; a < 3; a++) q[a] = (int64_t)c[4 * o + a + 1] - g.pad[a] + off[a];
     if (!vc_site_in_range(c[4 * o], q[0], q[1], q[2])) continue;
-    int32_t i = hash_find(keys, vals, mask, vc_key_pack(c[4 * o], (int32_t)q[0], (int32_t)q[1], (int32_t)q[2]));
+    int32_t i = hash_find(t, mask, vc_key_pack(c[4 * o], (int32_t)q[0], (int32_t)q[1], (int32_t)q[2]));
     if (i < 0) continue;
     nb[o * g.K + r] = i;
     nb[(int64_t)i * g.K + (g.K - 1 - r)] = (int32_t)o;
@@ -352,16 +355,15 @@ static void scratch_free(scratch *t) {
 /* Range check and hash of the input sites. Nothing is read back here: flags[0] (first
  * out-of-range row) and flags[1] (a duplicated row) are checked at the build's next
  * synchronisation by input_error. */
-static vc_status hash_inputs(vc_context *ctx, const int32_t *coords, int64_t n, scratch *t, uint64_t **keys,
-                             int32_t **vals, uint64_t *mask, unsigned long long *flags) {
+static vc_status hash_inputs(vc_context *ctx, const int32_t *coords, int64_t n, scratch *t, slot **table,
+                             uint64_t *mask, unsigned long long *flags) {
   const cudaStream_t s = t->s;
   uint64_t cap = table_capacity(n);
   *mask = cap - 1;
-  TRY(scratch_alloc(ctx, t, (void **)keys, cap * sizeof(uint64_t), "the input hash table"));
-  TRY(scratch_alloc(ctx, t, (void **)vals, cap * sizeof(int32_t), "the input hash table"));
-  VC_CUDA_TRY(ctx, cudaMemsetAsync(*keys, 0xff, cap * sizeof(uint64_t), s));
+  TRY(scratch_alloc(ctx, t, (void **)table, cap * sizeof(slot), "the input hash table"));
+  VC_CUDA_TRY(ctx, cudaMemsetAsync(*table, 0xff, cap * sizeof(slot), s));
   k_check_range<<<grid_for(n), 256, 0, s>>>(coords, n, flags);
-  k_insert_inputs<<<grid_for(n), 256, 0, s>>>(coords, n, *keys, *vals, *mask, flags + 1);
+  k_insert_inputs<<<grid_for(n), 256, 0, s>>>(coords, n, *table, *mask, flags + 1);
   VC_CUDA_TRY(ctx, cudaGetLastError());
   return VC_OK;
 }
@@ -521,8 +523,8 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
   unsigned long long *flags; /* see hash_inputs and output_sites */
   TRY(scratch_alloc(ctx, t, (void **)&flags, 4 * sizeof *flags, "flags"));
   VC_CUDA_TRY(ctx, cudaMemsetAsync(flags, 0xff, 2 * sizeof *flags, s));
-  uint64_t *keys = NULL, mask = 0;
-  int32_t *vals = NULL;
+  slot *table = NULL;
+  uint64_t mask = 0;
 
   if (kind == VC_CONV_INVERSE) {
     p->n_in = paired->n_out;
@@ -550,7 +552,7 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
       if (st != VC_OK) return st;
     }
   } else {
-    TRY(hash_inputs(ctx, coords, p->n_in, t, &keys, &vals, &mask, flags));
+    TRY(hash_inputs(ctx, coords, p->n_in, t, &table, &mask, flags));
     TRY(dev_alloc(ctx, (void **)&p->in_coords, (size_t)p->n_in * 16, s, "input coordinates"));
     VC_CUDA_TRY(ctx, cudaMemcpyAsync(p->in_coords, coords, (size_t)p->n_in * 16, cudaMemcpyDeviceToDevice, s));
     if (kind == VC_CONV_SUBMANIFOLD) {
@@ -566,8 +568,8 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
   VC_CUDA_TRY(ctx, cudaMemsetAsync(cp->nb, 0xff, (size_t)nbn * sizeof(int32_t), s));
   if (p->n_out > 0) {
     if (kind == VC_CONV_SUBMANIFOLD)
-      k_neighbors_submanifold<<<grid_for(p->n_out * (g.K / 2 + 1)), 256, 0, s>>>(p->in_coords, p->n_out, g, keys, vals,
-                                                                                mask, cp->nb);
+      k_neighbors_submanifold<<<grid_for(p->n_out * (g.K / 2 + 1)), 256, 0, s>>>(p->in_coords, p->n_out, g, table, mask,
+                                                                                cp->nb);
     else if (kind == VC_CONV_INVERSE) {
       int64_t *doff;
       TRY(scratch_alloc(ctx, t, (void **)&doff, (size_t)(g.K + 1) * sizeof(int64_t), "offsets"));
@@ -575,7 +577,7 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
       k_inverse_neighbors<<<grid_for(paired->n_pairs), 256, 0, s>>>(doff, g.K, paired->pair_in, paired->pair_out,
                                                                    paired->n_pairs, cp->nb);
     } else {
-      k_neighbors<<<grid_for(nbn), 256, 0, s>>>(p->out_coords, p->n_out, g, kind == VC_CONV_TRANSPOSED, keys, vals, mask,
+      k_neighbors<<<grid_for(nbn), 256, 0, s>>>(p->out_coords, p->n_out, g, kind == VC_CONV_TRANSPOSED, table, mask,
                                                 cp->nb);
     }
     VC_CUDA_TRY(ctx, cudaGetLastError());
