@@ -46,7 +46,7 @@ enum { MODE_FWD = 0, MODE_DGRAD = 1, MODE_WGRAD = 2 };
 #define MAX_K (VC_KERNEL_MAX * VC_KERNEL_MAX * VC_KERNEL_MAX)
 
 typedef struct imp_args {
-  int mode, dt, K, flip, vec, mask_words;
+  int mode, dt, K, flip, vec, chunk32, mask_words;
   int64_t rows, n_cols, c_red, ci, co; /* M extent (fwd/dgrad), N extent, reduction channels */
   int64_t n_tiles;                      /* tiles along N */
   const int32_t *order;                 /* row permutation or NULL */
@@ -152,24 +152,69 @@ __device__ static __forceinline__ int32_t gather_row(const imp_args &p, const in
   return rowid[m] >= 0 ? p.tab[(int64_t)rowid[m] * p.K + col] : -1;
 }
 
+/* A thread's two A and two B sources for the current offset, as indices of 16-byte chunks
+ * (32-bit: fewer registers than pointers): resolved when the offset changes (every nkc
+ * stages) and advanced by the channel step. NONE: no row. Used when p.vec and p.chunk32. */
+#define NONE 0xffffffffu
+typedef struct load_state {
+  int a;
+  uint32_t ca[2], cb[2];
+} load_state;
+
 __device__ static __forceinline__ void tc_load_stage(const imp_args &p, const tile_pos &t, const int32_t *rowid, const int16_t *act,
-                                     const int32_t *gtab, int n_act, int it, uint16_t *sA, uint16_t *sB) {
+                                     const int32_t *gtab, int n_act, int it, uint16_t *sA, uint16_t *sB,
+                                     load_state &st) {
   const uint16_t *a_src = (const uint16_t *)p.a_src, *b_src = (const uint16_t *)p.b_src;
   const uint16_t *w = (const uint16_t *)p.w;
+  if (p.mode == MODE_WGRAD) {
 #pragma unroll
-  for (int h = 0; h < 2; h++) {
-    const int c = threadIdx.x + h * TC_THREADS; /* one of 512 16-byte chunks per operand */
-    if (p.mode == MODE_WGRAD) {
-      const int k = c / 16, q = c % 16; /* [BK rows][128 contiguous] for both operands */
+    for (int h = 0; h < 2; h++) {
+      const int c = threadIdx.x + h * TC_THREADS, k = c / 16, q = c % 16; /* [BK rows][128 contiguous] */
       const int64_t j = t.j0 + (int64_t)it * TC_BK + k;
       const bool ok = j < t.j1;
       const int64_t ro = ok ? p.pout[j] : 0, ri = ok ? p.pin[j] : 0;
       load8(sA + k * (TC_BM + TC_PAD) + q * 8, a_src + ro * p.co + t.m0 + q * 8, ok, t.m0 + q * 8, p.co, p.vec, a_src);
       load8(sB + k * (TC_BN + TC_PAD) + q * 8, b_src + ri * p.ci + t.n0 + q * 8, ok, t.n0 + q * 8, p.ci, p.vec, b_src);
-      continue;
     }
-    const int a = it / t.nkc, col = act[a], rw = p.flip ? p.K - 1 - col : col;
-    const int64_t k0 = (int64_t)(it % t.nkc) * TC_BK;
+    return;
+  }
+  const int a = it / t.nkc, col = act[a], rw = p.flip ? p.K - 1 - col : col;
+  const int64_t k0 = (int64_t)(it % t.nkc) * TC_BK;
+  if (p.vec && p.chunk32) {
+    if (a != st.a) {
+      st.a = a;
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const int c = threadIdx.x + h * TC_THREADS;
+        const int32_t row = gather_row(p, rowid, gtab, n_act, TC_BM, a, col, c / 4);
+        st.ca[h] = row >= 0 ? (uint32_t)(((int64_t)row * p.c_red) / 8 + c % 4) : NONE;
+        if (p.mode == MODE_FWD) { /* B[n][k] = w[co = n0+n][r][ci = k0+k]: k contiguous */
+          const int64_t co = t.n0 + c / 4;
+          st.cb[h] = co < p.co ? (uint32_t)((co * p.K + rw) * p.ci / 8 + c % 4) : NONE;
+        } else { /* dgrad: B[k][n] = w[co = k0+k][r][ci = n0+n]: n contiguous */
+          st.cb[h] = (uint32_t)((((int64_t)(c / 16) * p.K + rw) * p.ci + t.n0) / 8 + c % 16);
+        }
+      }
+    }
+    const uint4 *a4 = (const uint4 *)a_src, *w4 = (const uint4 *)w;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int c = threadIdx.x + h * TC_THREADS;
+      const bool oka = st.ca[h] != NONE && k0 + (c % 4) * 8 < p.c_red;
+      vc_cp_async16(sA + (c / 4) * (TC_BK + TC_PAD) + (c % 4) * 8, oka ? a4 + st.ca[h] + k0 / 8 : a4, oka);
+      if (p.mode == MODE_FWD) {
+        const bool okb = st.cb[h] != NONE && k0 + (c % 4) * 8 < p.ci;
+        vc_cp_async16(sB + (c / 4) * (TC_BK + TC_PAD) + (c % 4) * 8, okb ? w4 + st.cb[h] + k0 / 8 : w4, okb);
+      } else {
+        const bool okb = k0 + c / 16 < p.co && t.n0 + (c % 16) * 8 < p.ci;
+        vc_cp_async16(sB + (c / 16) * (TC_BN + TC_PAD) + (c % 16) * 8, okb ? w4 + st.cb[h] + k0 * p.K * p.ci / 8 : w4, okb);
+      }
+    }
+    return;
+  }
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    const int c = threadIdx.x + h * TC_THREADS; /* one of 512 16-byte chunks per operand */
     { /* A: [128 rows][BK contiguous], rows gathered through the table */
       const int m = c / 4, q = c % 4;
       const int32_t row = gather_row(p, rowid, gtab, n_act, TC_BM, a, col, m);
@@ -255,9 +300,10 @@ __device__ static __forceinline__ void emit2(const imp_args &p, const tile_pos &
 
 /* The body is inlined into one kernel per (pass, dtype) so that both are compile-time
  * constants: the operand layouts, ldmatrix variants and mma type fold away. */
-__device__ static __forceinline__ void tc_body(const imp_args &args, const int mode, const int dt) {
+__device__ static __forceinline__ void tc_body(const imp_args &args, const int mode, const int dt, const int fast) {
   imp_args p = args;
   p.mode = mode, p.dt = dt;
+  p.vec = p.chunk32 = fast; /* fast: 16-byte copies with 32-bit chunk indices */
   extern __shared__ __align__(16) uint16_t smem[];
   __shared__ int32_t rowid[TC_BM];
   __shared__ int16_t act[MAX_K];
@@ -276,9 +322,11 @@ __device__ static __forceinline__ void tc_body(const imp_args &args, const int m
 #pragma unroll
       for (int k = 0; k < 4; k++) acc[i][j][k] = 0.0f;
 
+  load_state st;
+  st.a = -1;
 #pragma unroll
   for (int s = 0; s < TC_STAGES - 1; s++) {
-    if (s < t.n_it) tc_load_stage(p, t, rowid, act, gtab, n_act, s, sA + s * TC_TILE_ELEMS, sB + s * TC_TILE_ELEMS);
+    if (s < t.n_it) tc_load_stage(p, t, rowid, act, gtab, n_act, s, sA + s * TC_TILE_ELEMS, sB + s * TC_TILE_ELEMS, st);
     vc_cp_async_commit();
   }
   for (int it = 0; it < t.n_it; it++) {
@@ -287,7 +335,7 @@ __device__ static __forceinline__ void tc_body(const imp_args &args, const int m
     const int nxt = it + TC_STAGES - 1;
     if (nxt < t.n_it)
       tc_load_stage(p, t, rowid, act, gtab, n_act, nxt, sA + (nxt % TC_STAGES) * TC_TILE_ELEMS,
-                    sB + (nxt % TC_STAGES) * TC_TILE_ELEMS);
+                    sB + (nxt % TC_STAGES) * TC_TILE_ELEMS, st);
     vc_cp_async_commit();
     /* A warp whose 64 rows all miss this offset has nothing to add: one uniform branch
      * around the whole stage (finer skips inside the unrolled MMAs cost registers). */
@@ -310,21 +358,32 @@ __device__ static __forceinline__ void tc_body(const imp_args &args, const int m
       }
 }
 
-/* Two CTAs per SM: 128 registers, no spills (checked with -Xptxas -v). */
-#define TC_KERNEL(name, mode, dt, ctas)                                                                      \
-  __global__ void __launch_bounds__(TC_THREADS, ctas) name(const imp_args p) { tc_body(p, mode, dt); }
-TC_KERNEL(k_tc_fwd_f16, MODE_FWD, VC_DTYPE_F16, 2)
-TC_KERNEL(k_tc_fwd_bf16, MODE_FWD, VC_DTYPE_BF16, 2)
-TC_KERNEL(k_tc_dgrad_f16, MODE_DGRAD, VC_DTYPE_F16, 2)
-TC_KERNEL(k_tc_dgrad_bf16, MODE_DGRAD, VC_DTYPE_BF16, 2)
-TC_KERNEL(k_tc_wgrad_f16, MODE_WGRAD, VC_DTYPE_F16, 2)
-TC_KERNEL(k_tc_wgrad_bf16, MODE_WGRAD, VC_DTYPE_BF16, 2)
+/* Fast kernels: two CTAs per SM, 128 registers, no spills (-Xptxas -v); the general path
+ * runs one CTA per SM rather than spill. One kernel per
+ * (pass, dtype, fast): `fast` = channel counts multiple of 8, 16-byte aligned operands and
+ * tensors below 2^32 chunks; the general path copies element by element. */
+#define TC_KERNEL(name, mode, dt, fast)                                                                     \
+  __global__ void __launch_bounds__(TC_THREADS, (fast) ? 2 : 1) name(const imp_args p) { tc_body(p, mode, dt, fast); }
+TC_KERNEL(k_tc_fwd_f16, MODE_FWD, VC_DTYPE_F16, 0)
+TC_KERNEL(k_tc_fwd_bf16, MODE_FWD, VC_DTYPE_BF16, 0)
+TC_KERNEL(k_tc_dgrad_f16, MODE_DGRAD, VC_DTYPE_F16, 0)
+TC_KERNEL(k_tc_dgrad_bf16, MODE_DGRAD, VC_DTYPE_BF16, 0)
+TC_KERNEL(k_tc_wgrad_f16, MODE_WGRAD, VC_DTYPE_F16, 0)
+TC_KERNEL(k_tc_wgrad_bf16, MODE_WGRAD, VC_DTYPE_BF16, 0)
+TC_KERNEL(k_tc_fwd_f16_fast, MODE_FWD, VC_DTYPE_F16, 1)
+TC_KERNEL(k_tc_fwd_bf16_fast, MODE_FWD, VC_DTYPE_BF16, 1)
+TC_KERNEL(k_tc_dgrad_f16_fast, MODE_DGRAD, VC_DTYPE_F16, 1)
+TC_KERNEL(k_tc_dgrad_bf16_fast, MODE_DGRAD, VC_DTYPE_BF16, 1)
+TC_KERNEL(k_tc_wgrad_f16_fast, MODE_WGRAD, VC_DTYPE_F16, 1)
+TC_KERNEL(k_tc_wgrad_bf16_fast, MODE_WGRAD, VC_DTYPE_BF16, 1)
 
 typedef void (*tc_kernel)(const imp_args);
-/* [mode][dtype == bf16] */
-static const tc_kernel tc_kernels[3][2] = {{k_tc_fwd_f16, k_tc_fwd_bf16},
-                                           {k_tc_dgrad_f16, k_tc_dgrad_bf16},
-                                           {k_tc_wgrad_f16, k_tc_wgrad_bf16}};
+/* [fast][mode][dtype == bf16] */
+static const tc_kernel tc_kernels[2][3][2] = {
+    {{k_tc_fwd_f16, k_tc_fwd_bf16}, {k_tc_dgrad_f16, k_tc_dgrad_bf16}, {k_tc_wgrad_f16, k_tc_wgrad_bf16}},
+    {{k_tc_fwd_f16_fast, k_tc_fwd_bf16_fast},
+     {k_tc_dgrad_f16_fast, k_tc_dgrad_bf16_fast},
+     {k_tc_wgrad_f16_fast, k_tc_wgrad_bf16_fast}}};
 
 /* ---- FFMA kernel (exact f32) --------------------------------------------------------------- */
 
@@ -448,6 +507,9 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
   }
   /* 16-byte copies need 8-element channel counts and 16-byte aligned operands */
   q.vec = tc && q.ci % 8 == 0 && q.co % 8 == 0 && aligned16(in0) && aligned16(in1);
+  /* chunk indices of the gathered operand and the weight fit 32 bits (tc_load_stage) */
+  q.chunk32 = (p->n_in > p->n_out ? p->n_in : p->n_out) * (q.ci > q.co ? q.ci : q.co) / 8 < (int64_t)NONE &&
+              q.co * q.K * q.ci / 8 < (int64_t)NONE;
 
   if (q.mode == MODE_WGRAD) {
     VC_CUDA_TRY(ctx, cudaMemsetAsync(q.out, 0, (size_t)(q.co * q.K * q.ci) * sizeof(float), s));
@@ -458,7 +520,7 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
       q.nsplit = nsplit;
       q.split_len = vc_round_up((p->max_pairs + nsplit - 1) / nsplit, bk);
       dim3 grid(vc_blocks(q.ci, bn), vc_blocks(q.co, bm), (unsigned)(q.K * nsplit));
-      if (tc) tc_kernels[q.mode][q.dt == VC_DTYPE_BF16]<<<grid, TC_THREADS, TC_SMEM_BYTES, s>>>(q);
+      if (tc) tc_kernels[q.vec && q.chunk32][q.mode][q.dt == VC_DTYPE_BF16]<<<grid, TC_THREADS, TC_SMEM_BYTES, s>>>(q);
       else k_implicit_ffma<<<grid, FF_THREADS, 0, s>>>(q);
     }
     if (a->dtype != VC_DTYPE_F32) vc_cuda_convert_f32(out0, a->dtype, w.acc, q.co * q.K * q.ci, s);
@@ -466,7 +528,7 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
   } else if (q.rows > 0) {
     q.n_tiles = (q.n_cols + bn - 1) / bn;
     const int64_t blocks = (q.rows + bm - 1) / bm * q.n_tiles;
-    if (tc) tc_kernels[q.mode][q.dt == VC_DTYPE_BF16]<<<(unsigned)blocks, TC_THREADS, TC_SMEM_BYTES, s>>>(q);
+    if (tc) tc_kernels[q.vec && q.chunk32][q.mode][q.dt == VC_DTYPE_BF16]<<<(unsigned)blocks, TC_THREADS, TC_SMEM_BYTES, s>>>(q);
     else k_implicit_ffma<<<(unsigned)blocks, FF_THREADS, 0, s>>>(q);
   }
   VC_CUDA_TRY(ctx, cudaGetLastError());
@@ -475,8 +537,9 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
 
 /* Called once per context: the tensor-core kernel needs more than 48 KB of shared memory. */
 extern "C" vc_status vc_cuda_implicit_init(vc_context *ctx) {
-  for (int m = 0; m < 3; m++)
-    for (int d = 0; d < 2; d++)
-      VC_CUDA_TRY(ctx, cudaFuncSetAttribute(tc_kernels[m][d], cudaFuncAttributeMaxDynamicSharedMemorySize, TC_SMEM_BYTES));
+  for (int f = 0; f < 2; f++)
+    for (int m = 0; m < 3; m++)
+      for (int d = 0; d < 2; d++)
+        VC_CUDA_TRY(ctx, cudaFuncSetAttribute(tc_kernels[f][m][d], cudaFuncAttributeMaxDynamicSharedMemorySize, TC_SMEM_BYTES));
   return VC_OK;
 }
