@@ -298,20 +298,24 @@ __device__ static __forceinline__ void emit2(const imp_args &p, const tile_pos &
   else *(__nv_bfloat162 *)((__nv_bfloat16 *)p.out + at) = __floats2bfloat162_rn(v0, v1);
 }
 
-/* The body is inlined into one kernel per (pass, dtype) so that both are compile-time
- * constants: the operand layouts, ldmatrix variants and mma type fold away. */
+/* Per-tile shared state of both kernels (tile_setup fills it) and the setup call. */
+#define TILE_SETUP(bm, bk)                                                                                    \
+  __shared__ int32_t rowid[bm];                                                                               \
+  __shared__ int16_t act[MAX_K];                                                                              \
+  __shared__ int32_t gtab[GTAB_OFFSETS * GTAB_STRIDE(bm)];                                                    \
+  __shared__ uint32_t live16[GTAB_OFFSETS];                                                                   \
+  __shared__ int n_act;                                                                                       \
+  const tile_pos t = tile_setup(p, bm, bk, rowid, act, &n_act, gtab, live16);                                 \
+  if (p.mode == MODE_WGRAD && t.n_it == 0) return
+
+/* The body is inlined into one kernel per (pass, dtype, fast) so that all three are
+ * compile-time constants: the operand layouts, ldmatrix variants and mma type fold away. */
 __device__ static __forceinline__ void tc_body(const imp_args &args, const int mode, const int dt, const int fast) {
   imp_args p = args;
   p.mode = mode, p.dt = dt;
   p.vec = p.chunk32 = fast; /* fast: 16-byte copies with 32-bit chunk indices */
   extern __shared__ __align__(16) uint16_t smem[];
-  __shared__ int32_t rowid[TC_BM];
-  __shared__ int16_t act[MAX_K];
-  __shared__ int32_t gtab[GTAB_OFFSETS * GTAB_STRIDE(TC_BM)];
-  __shared__ uint32_t live16[GTAB_OFFSETS];
-  __shared__ int n_act;
-  const tile_pos t = tile_setup(p, TC_BM, TC_BK, rowid, act, &n_act, gtab, live16);
-  if (p.mode == MODE_WGRAD && t.n_it == 0) return;
+  TILE_SETUP(TC_BM, TC_BK);
   uint16_t *sA = smem, *sB = smem + TC_STAGES * TC_TILE_ELEMS;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wm = warp % 2, wn = warp / 2;
   float acc[4][4][4];
@@ -424,13 +428,7 @@ __device__ static __forceinline__ void ff_load(const imp_args &p, const tile_pos
 
 __global__ void __launch_bounds__(FF_THREADS) k_implicit_ffma(const imp_args p) {
   __shared__ float sA[FF_BK][FF_BM], sB[FF_BK][FF_BN];
-  __shared__ int32_t rowid[FF_BM];
-  __shared__ int16_t act[MAX_K];
-  __shared__ int32_t gtab[GTAB_OFFSETS * GTAB_STRIDE(FF_BM)];
-  __shared__ uint32_t live16[GTAB_OFFSETS];
-  __shared__ int n_act;
-  const tile_pos t = tile_setup(p, FF_BM, FF_BK, rowid, act, &n_act, gtab, live16);
-  if (p.mode == MODE_WGRAD && t.n_it == 0) return;
+  TILE_SETUP(FF_BM, FF_BK);
   const int tm = (threadIdx.x / 16) * 4, tn = (threadIdx.x % 16) * 4;
   float acc[4][4] = {{0}};
   for (int it = 0; it < t.n_it; it++) {
