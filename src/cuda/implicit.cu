@@ -350,6 +350,40 @@ __device__ static __forceinline__ void tc_body(const imp_args &args, const int m
   VC_CP_ASYNC_WAIT(0);
 
   const int g = lane >> 2, q = lane & 3;
+  if (p.mode != MODE_WGRAD && p.vec) {
+    /* Fast path: the tile goes through shared memory (the pipeline's, now idle) so that each
+     * output row leaves as 16-byte stores; the fragments' own layout writes 4 bytes per row
+     * per thread and wastes half of every sector. */
+    __syncthreads();
+    uint16_t *sC = smem; /* [TC_BM][TC_BN + TC_PAD] */
+#pragma unroll
+    for (int mi = 0; mi < 4; mi++)
+#pragma unroll
+      for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          const int m = wm * 64 + mi * 16 + g + 8 * h, n = wn * 32 + ni * 8 + 2 * q;
+          float v0 = acc[mi][ni][2 * h], v1 = acc[mi][ni][2 * h + 1];
+          if (p.bias && t.n0 + n + 1 < p.n_cols) v0 += vc_load(p.bias, p.dt, t.n0 + n), v1 += vc_load(p.bias, p.dt, t.n0 + n + 1);
+          uint32_t packed;
+          if (p.dt == VC_DTYPE_F16) {
+            __half2 hv = __floats2half2_rn(v0, v1);
+            packed = *(uint32_t *)&hv;
+          } else {
+            __nv_bfloat162 bv = __floats2bfloat162_rn(v0, v1);
+            packed = *(uint32_t *)&bv;
+          }
+          *(uint32_t *)(sC + m * (TC_BN + TC_PAD) + n) = packed;
+        }
+    __syncthreads();
+    for (int c = threadIdx.x; c < TC_BM * TC_BN / 8; c += TC_THREADS) {
+      const int m = c / (TC_BN / 8), n = (c % (TC_BN / 8)) * 8;
+      const int32_t row = rowid[m];
+      if (row >= 0 && t.n0 + n < p.n_cols) /* n_cols % 8 == 0 on the fast path */
+        *(uint4 *)((uint16_t *)p.out + (int64_t)row * p.n_cols + t.n0 + n) = *(const uint4 *)(sC + m * (TC_BN + TC_PAD) + n);
+    }
+    return;
+  }
 #pragma unroll
   for (int mi = 0; mi < 4; mi++)
 #pragma unroll
