@@ -247,7 +247,8 @@ VC_API vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, cons
  *     VOXCONV_ALGO_BACKWARD_WEIGHT = reference | explicit | implicit | masked | grouped;
  *  2. VOXCONV_DETERMINISTIC=1 restricts the choice to algorithms without atomics;
  *  3. the tune cache: winners recorded by vc_conv_tune, kept in memory per context and in
- *     the text file $VOXCONV_CACHE_DIR/tune-v1.txt (default ~/.cache/voxconv/), keyed by
+ *     the text file $VOXCONV_CACHE_DIR/tune-v1.txt (default ~/.cache/voxconv/; read by
+ *     vc_context_create), keyed by
  *     (backend, device name, pass, ceil(log2 pairs), Ci, Co, kernel volume, dtype, math);
  *  4. otherwise a fixed heuristic.
  * Execute calls never tune (tuning synchronises); call vc_conv_tune once per layer shape. */

@@ -74,6 +74,7 @@ vc_status vc_context_create(vc_device_kind kind, int device, vc_context **out) {
     free(ctx);
     return s;
   }
+  vc_tune_load(ctx);
   *out = ctx;
   return VC_OK;
 }

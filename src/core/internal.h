@@ -47,6 +47,58 @@ VC_HD static inline bool vc_site_in_range(int64_t b, int64_t x, int64_t y, int64
          y >= VC_COORD_MIN && y <= VC_COORD_MAX && z >= VC_COORD_MIN && z <= VC_COORD_MAX;
 }
 
+/* The hash finaliser both backends' coordinate tables use (splitmix64): neighbouring sites
+ * differ in low key bits, so mix them well. */
+VC_HD static inline uint64_t vc_hash_mix(uint64_t k) {
+  k ^= k >> 30;
+  k *= 0xbf58476d1ce4e5b9ull;
+  k ^= k >> 27;
+  k *= 0x94d049bb133111ebull;
+  return k ^ (k >> 31);
+}
+
+/* Conv geometry for the kernel-map builders of both backends. */
+typedef struct vc_geom {
+  int32_t k[3], s[3], pad[3], d[3];
+  int32_t K; /* kernel volume */
+} vc_geom;
+
+static inline vc_geom vc_geom_of(const vc_conv_desc *d) {
+  vc_geom g;
+  for (int a = 0; a < 3; a++)
+    g.k[a] = d->kernel_size[a], g.s[a] = d->stride[a], g.pad[a] = d->padding[a], g.d[a] = d->dilation[a];
+  g.K = g.k[0] * g.k[1] * g.k[2];
+  return g;
+}
+
+/* r*d per axis for the flat offset r = (r0*K1 + r1)*K2 + r2. */
+VC_HD static inline void vc_geom_offset(const vc_geom *g, int r, int32_t off[3]) {
+  off[2] = (r % g->k[2]) * g->d[2];
+  off[1] = ((r / g->k[2]) % g->k[1]) * g->d[1];
+  off[0] = (r / (g->k[2] * g->k[1])) * g->d[0];
+}
+
+/* t = c*s - pad + r*d: the input an output site of a strided (or submanifold) conv reads,
+ * and the output an input site of a transposed conv writes. */
+VC_HD static inline void vc_geom_scale(const vc_geom *g, const int32_t *c, int r, int64_t t[3]) {
+  int32_t off[3];
+  vc_geom_offset(g, r, off);
+  for (int a = 0; a < 3; a++) t[a] = (int64_t)c[a + 1] * g->s[a] - g->pad[a] + off[a];
+}
+
+/* t with t*s = c + pad - r*d, false unless divisible on every axis: the inverse relation
+ * (outputs a strided conv's input reaches, the input a transposed conv's output reads). */
+VC_HD static inline bool vc_geom_unscale(const vc_geom *g, const int32_t *c, int r, int64_t t[3]) {
+  int32_t off[3];
+  vc_geom_offset(g, r, off);
+  for (int a = 0; a < 3; a++) {
+    int64_t v = (int64_t)c[a + 1] + g->pad[a] - off[a];
+    if (v % g->s[a] != 0) return false;
+    t[a] = v / g->s[a];
+  }
+  return true;
+}
+
 typedef struct vc_backend vc_backend;
 
 typedef struct vc_tune_entry {
@@ -60,10 +112,9 @@ struct vc_context {
   const vc_backend *backend;
   void *backend_state;
   char error[VC_ERROR_LEN];
-  /* tune cache (tune.c): loaded from the cache file on first use */
+  /* tune cache (tune.c): loaded from the cache file when the context is created */
   vc_tune_entry *tune;
   int tune_count, tune_cap;
-  bool tune_loaded;
 };
 
 struct vc_plan {
@@ -135,14 +186,19 @@ vc_status vc_fail(vc_context *ctx, vc_status s, const char *fmt, ...)
  * a forced algorithm against the backend; the result is never VC_ALGO_AUTO. */
 vc_status vc_resolve_algo(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, vc_pass pass,
                           vc_algo *out);
+void vc_tune_load(vc_context *ctx);
 void vc_tune_release(vc_context *ctx);
 /* conv.c: copies caller args (possibly an older, shorter struct) and checks every field. */
 vc_status vc_args_check(vc_context *ctx, const char *fn, const vc_conv_args *in, vc_conv_args *a);
-const char *vc_algo_name(vc_algo a);
-const char *vc_pass_name(vc_pass p);
 
 /* Checks n host coordinate rows against the supported range; names the first bad row. */
 vc_status vc_check_coords(vc_context *ctx, const int32_t *coords, int64_t n);
+
+/* plan.c: the kernel-map builders' bad-input sentences, the same for every backend. */
+vc_status vc_fail_duplicate(vc_context *ctx, int64_t row_a, int64_t row_b, const int32_t site[4]);
+vc_status vc_fail_output_range(vc_context *ctx, const int32_t in_site[4], const int64_t t[3], int64_t row, int r);
+/* An inverse plan's coords (host copies) must equal its paired plan's output sites. */
+vc_status vc_check_paired_coords(vc_context *ctx, const int32_t *given, const int32_t *paired, int64_t n);
 
 /* f16/bf16 <-> f32 scalar conversions, round to nearest even. */
 float vc_half_to_float(uint16_t h);

@@ -92,6 +92,32 @@ static vc_status paired_validate(vc_context *ctx, const vc_conv_desc *d, const i
   return VC_OK;
 }
 
+vc_status vc_fail_duplicate(vc_context *ctx, int64_t row_a, int64_t row_b, const int32_t site[4]) {
+  return vc_fail(ctx, VC_ERR_DUPLICATE_COORDS, "coords rows %lld and %lld are the same site (%d, %d, %d, %d)",
+                 (long long)(row_a < row_b ? row_a : row_b), (long long)(row_a < row_b ? row_b : row_a), site[0],
+                 site[1], site[2], site[3]);
+}
+
+vc_status vc_fail_output_range(vc_context *ctx, const int32_t in_site[4], const int64_t t[3], int64_t row, int r) {
+  return vc_fail(ctx, VC_ERR_OUT_OF_RANGE,
+                 "output site (%d, %lld, %lld, %lld), reached from coords row %lld through kernel offset %d, is outside "
+                 "the supported range [%d, %d]",
+                 in_site[0], (long long)t[0], (long long)t[1], (long long)t[2], (long long)row, r, VC_COORD_MIN,
+                 VC_COORD_MAX);
+}
+
+vc_status vc_check_paired_coords(vc_context *ctx, const int32_t *given, const int32_t *paired, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    const int32_t *a = given + 4 * i, *b = paired + 4 * i;
+    if (memcmp(a, b, 4 * sizeof(int32_t)))
+      return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT,
+                     "vc_plan_create: coords row %lld (%d, %d, %d, %d) differs from the paired plan's output site "
+                     "(%d, %d, %d, %d)",
+                     (long long)i, a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3]);
+  }
+  return VC_OK;
+}
+
 vc_status vc_plan_create(vc_context *ctx, const vc_conv_desc *desc, const int32_t *coords, int64_t n,
                          const vc_plan *paired, void *stream, vc_plan **out) {
   if (out) *out = NULL;

@@ -15,9 +15,6 @@ static const char *pass_names[] = {"forward", "backward_data", "backward_weight"
 static const char *pass_env[] = {"VOXCONV_ALGO_FORWARD", "VOXCONV_ALGO_BACKWARD_DATA",
                                  "VOXCONV_ALGO_BACKWARD_WEIGHT"};
 
-const char *vc_algo_name(vc_algo a) { return (unsigned)a <= VC_ALGO_GROUPED ? algo_names[a] : "?"; }
-const char *vc_pass_name(vc_pass p) { return (unsigned)p <= VC_PASS_BACKWARD_WEIGHT ? pass_names[p] : "?"; }
-
 static bool parse_algo(const char *s, vc_algo *out) {
   for (int i = 1; i <= VC_ALGO_GROUPED; i++)
     if (!strcmp(s, algo_names[i])) {
@@ -75,10 +72,10 @@ static void cache_put(vc_context *ctx, const char *key, vc_algo algo) {
   ctx->tune[ctx->tune_count++].algo = algo;
 }
 
-/* Lines "key algo"; unreadable or malformed lines are skipped. */
-static void cache_load(vc_context *ctx) {
+/* Lines "key algo"; unreadable or malformed lines are skipped. Called when the context is
+ * created, so execute calls never read files or allocate for it. */
+void vc_tune_load(vc_context *ctx) {
   char path[1024], dir[900], line[512];
-  ctx->tune_loaded = true;
   if (!cache_path(path, sizeof path, dir, sizeof dir)) return;
   FILE *f = fopen(path, "r");
   if (!f) return;
@@ -117,8 +114,7 @@ static vc_status cache_save(vc_context *ctx) {
   return VC_OK;
 }
 
-static const vc_tune_entry *cache_get(vc_context *ctx, const char *key) {
-  if (!ctx->tune_loaded) cache_load(ctx);
+static const vc_tune_entry *cache_get(const vc_context *ctx, const char *key) {
   for (int i = 0; i < ctx->tune_count; i++)
     if (!strcmp(ctx->tune[i].key, key)) return &ctx->tune[i];
   return NULL;
@@ -214,7 +210,6 @@ vc_status vc_conv_tune(vc_context *ctx, const vc_plan *p, const vc_conv_args *ar
   if (best) *best = win;
   char key[192];
   tune_key(p, &a, pass, key, sizeof key);
-  if (!ctx->tune_loaded) cache_load(ctx);
   cache_put(ctx, key, win);
   return cache_save(ctx);
 }

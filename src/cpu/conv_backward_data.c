@@ -40,11 +40,9 @@ static void backward_data_explicit(const vc_plan *p, const vc_conv_args *a, cons
 vc_status vc_cpu_backward_data(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, const void *dy,
                                const void *w, void *dx, void *ws, size_t ws_bytes, void *stream) {
   (void)ctx, (void)ws_bytes, (void)stream;
-  vc_algo algo = VC_ALGO_EXPLICIT;
   void *part[VC_WS_MAX_PARTS];
-  vc_status s = vc_cpu_pass_begin(p, a, VC_PASS_BACKWARD_DATA, ws, &algo, part);
-  if (s != VC_OK) return s;
-  if (algo == VC_ALGO_REFERENCE)
+  vc_cpu_pass_begin(p, a, VC_PASS_BACKWARD_DATA, ws, part);
+  if (a->algo == VC_ALGO_REFERENCE)
     backward_data_reference(p, a, dy, w, dx, part);
   else
     backward_data_explicit(p, a, dy, w, dx, part);

@@ -48,11 +48,9 @@ static void backward_weight_explicit(const vc_plan *p, const vc_conv_args *a, co
 vc_status vc_cpu_backward_weight(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, const void *x,
                                  const void *dy, void *dw, void *db, void *ws, size_t ws_bytes, void *stream) {
   (void)ctx, (void)ws_bytes, (void)stream;
-  vc_algo algo = VC_ALGO_EXPLICIT;
   void *part[VC_WS_MAX_PARTS];
-  vc_status s = vc_cpu_pass_begin(p, a, VC_PASS_BACKWARD_WEIGHT, ws, &algo, part);
-  if (s != VC_OK) return s;
-  if (algo == VC_ALGO_REFERENCE)
+  vc_cpu_pass_begin(p, a, VC_PASS_BACKWARD_WEIGHT, ws, part);
+  if (a->algo == VC_ALGO_REFERENCE)
     backward_weight_reference(p, a, x, dy, dw, part);
   else
     backward_weight_explicit(p, a, x, dy, dw, part);

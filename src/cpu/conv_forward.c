@@ -47,11 +47,9 @@ static void forward_explicit(const vc_plan *p, const vc_conv_args *a, const void
 vc_status vc_cpu_forward(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, const void *x, const void *w,
                          const void *bias, void *y, void *ws, size_t ws_bytes, void *stream) {
   (void)ctx, (void)ws_bytes, (void)stream;
-  vc_algo algo = VC_ALGO_EXPLICIT;
   void *part[VC_WS_MAX_PARTS];
-  vc_status s = vc_cpu_pass_begin(p, a, VC_PASS_FORWARD, ws, &algo, part);
-  if (s != VC_OK) return s;
-  if (algo == VC_ALGO_REFERENCE)
+  vc_cpu_pass_begin(p, a, VC_PASS_FORWARD, ws, part);
+  if (a->algo == VC_ALGO_REFERENCE)
     forward_reference(p, a, x, w, bias, y, part);
   else
     forward_explicit(p, a, x, w, bias, y, part);

@@ -44,16 +44,14 @@ typedef struct vc_cpu_ws {
   size_t total;                  /* including alignment slack */
 } vc_cpu_ws;
 
-/* Resolves VC_ALGO_AUTO and rejects algorithms the CPU lacks. */
-vc_status vc_cpu_pick_algo(vc_context *ctx, const vc_conv_args *a, vc_algo *algo);
-vc_status vc_cpu_ws_layout(const vc_plan *p, const vc_conv_args *a, vc_pass pass, vc_cpu_ws *ws);
+/* a->algo is resolved by the core (reference or explicit) before any backend call. */
+void vc_cpu_ws_layout(const vc_plan *p, const vc_conv_args *a, vc_pass pass, vc_cpu_ws *ws);
 /* Splits an (unaligned) caller workspace into 64-byte aligned parts. */
 void vc_cpu_ws_split(const vc_cpu_ws *ws, void *base, void *part[VC_WS_MAX_PARTS]);
 /* Rows per gather/GEMM/scatter chunk. */
 int64_t vc_cpu_chunk_rows(const vc_plan *p);
-/* Every pass starts here: resolves the algorithm and splits the workspace into its parts. */
-vc_status vc_cpu_pass_begin(const vc_plan *p, const vc_conv_args *a, vc_pass pass, void *ws, vc_algo *algo,
-                            void *part[VC_WS_MAX_PARTS]);
+/* Every pass starts here: splits the workspace into its parts. */
+void vc_cpu_pass_begin(const vc_plan *p, const vc_conv_args *a, vc_pass pass, void *ws, void *part[VC_WS_MAX_PARTS]);
 
 /* The explicit gather -> GEMM -> scatter loop shared by forward and backward-data: for every
  * offset r and chunk of its pairs, acc[dst_idx] += f32(src[src_idx]) * op(W_r), where W_r is

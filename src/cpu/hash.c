@@ -4,15 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* splitmix64 finaliser: neighbouring sites differ in low key bits, so mix them well. */
-static inline uint64_t mix(uint64_t k) {
-  k ^= k >> 30;
-  k *= 0xbf58476d1ce4e5b9ull;
-  k ^= k >> 27;
-  k *= 0x94d049bb133111ebull;
-  return k ^ (k >> 31);
-}
-
 vc_status vc_hash_init(vc_context *ctx, vc_hash *h, int64_t n) {
   uint64_t cap = 16;
   while (cap < (uint64_t)n * 2) cap <<= 1;
@@ -35,7 +26,7 @@ void vc_hash_free(vc_hash *h) {
 }
 
 int32_t vc_hash_insert(vc_hash *h, uint64_t key, int32_t val) {
-  for (uint64_t s = mix(key) & h->mask;; s = (s + 1) & h->mask) {
+  for (uint64_t s = vc_hash_mix(key) & h->mask;; s = (s + 1) & h->mask) {
     if (h->keys[s] == VC_KEY_EMPTY) {
       h->keys[s] = key;
       h->vals[s] = val;
@@ -46,7 +37,7 @@ int32_t vc_hash_insert(vc_hash *h, uint64_t key, int32_t val) {
 }
 
 int32_t vc_hash_find(const vc_hash *h, uint64_t key) {
-  for (uint64_t s = mix(key) & h->mask;; s = (s + 1) & h->mask) {
+  for (uint64_t s = vc_hash_mix(key) & h->mask;; s = (s + 1) & h->mask) {
     if (h->keys[s] == key) return h->vals[s];
     if (h->keys[s] == VC_KEY_EMPTY) return -1;
   }

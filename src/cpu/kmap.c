@@ -8,46 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct geometry {
-  int32_t kvol;
-  int32_t off[VC_KERNEL_MAX * VC_KERNEL_MAX * VC_KERNEL_MAX][3]; /* r_a * d_a per axis */
-  int32_t s[3], pad[3];
-} geometry;
-
-static void geometry_init(geometry *g, const vc_conv_desc *d) {
-  const int32_t *k = d->kernel_size;
-  g->kvol = k[0] * k[1] * k[2];
-  for (int32_t r0 = 0, r = 0; r0 < k[0]; r0++)
-    for (int32_t r1 = 0; r1 < k[1]; r1++)
-      for (int32_t r2 = 0; r2 < k[2]; r2++, r++) {
-        g->off[r][0] = r0 * d->dilation[0];
-        g->off[r][1] = r1 * d->dilation[1];
-        g->off[r][2] = r2 * d->dilation[2];
-      }
-  for (int a = 0; a < 3; a++) {
-    g->s[a] = d->stride[a];
-    g->pad[a] = d->padding[a];
-  }
-}
-
-/* Input site that output site c reaches through offset r, for a strided conv:
- * q = c*s - pad + r*d. Sparse and submanifold use it; false when out of range. */
-static inline bool site_forward(const geometry *g, const int32_t *c, int r, int64_t q[3]) {
-  for (int a = 0; a < 3; a++) q[a] = (int64_t)c[a + 1] * g->s[a] - g->pad[a] + g->off[r][a];
-  return vc_site_in_range(c[0], q[0], q[1], q[2]);
-}
-
-/* Site t with t*s = c + pad - r*d, if c + pad - r*d is divisible by s on every axis. Used to
- * find the outputs of a strided conv from an input, and the input of a transposed conv. */
-static inline bool site_backward(const geometry *g, const int32_t *c, int r, int64_t t[3]) {
-  for (int a = 0; a < 3; a++) {
-    int64_t v = (int64_t)c[a + 1] + g->pad[a] - g->off[r][a];
-    if (v % g->s[a] != 0) return false;
-    t[a] = v / g->s[a];
-  }
-  return true;
-}
-
 static vc_status hash_coords(vc_context *ctx, vc_hash *h, const int32_t *c, int64_t n) {
   vc_status s = vc_hash_init(ctx, h, n);
   if (s != VC_OK) return s;
@@ -56,9 +16,7 @@ static vc_status hash_coords(vc_context *ctx, vc_hash *h, const int32_t *c, int6
     int32_t prev = vc_hash_insert(h, vc_key_pack(r[0], r[1], r[2], r[3]), (int32_t)i);
     if (prev >= 0) {
       vc_hash_free(h);
-      return vc_fail(ctx, VC_ERR_DUPLICATE_COORDS,
-                     "coords rows %d and %lld are the same site (%d, %d, %d, %d)", prev, (long long)i, r[0],
-                     r[1], r[2], r[3]);
+      return vc_fail_duplicate(ctx, prev, i, r);
     }
   }
   return VC_OK;
@@ -71,7 +29,7 @@ static int cmp_u64(const void *a, const void *b) {
 
 /* Output sites of a sparse (transposed == false) or transposed conv: every site reached,
  * sorted ascending by packed key. */
-static vc_status output_sites(vc_context *ctx, const geometry *g, const int32_t *in, int64_t n,
+static vc_status output_sites(vc_context *ctx, const vc_geom *g, const int32_t *in, int64_t n,
                               bool transposed, int32_t **out, int64_t *n_out) {
   vc_hash seen;
   int64_t cap = 2 * n + 16, cnt = 0; /* grows when a conv reaches more sites */
@@ -84,21 +42,14 @@ static vc_status output_sites(vc_context *ctx, const geometry *g, const int32_t 
   }
   for (int64_t i = 0; i < n; i++) {
     const int32_t *c = in + 4 * i;
-    for (int r = 0; r < g->kvol; r++) {
+    for (int r = 0; r < g->K; r++) {
       int64_t t[3];
-      if (transposed) {
-        for (int a = 0; a < 3; a++) t[a] = (int64_t)c[a + 1] * g->s[a] - g->pad[a] + g->off[r][a];
-      } else if (!site_backward(g, c, r, t)) {
-        continue;
-      }
+      if (transposed) vc_geom_scale(g, c, r, t);
+      else if (!vc_geom_unscale(g, c, r, t)) continue;
       if (!vc_site_in_range(c[0], t[0], t[1], t[2])) {
         free(keys);
         vc_hash_free(&seen);
-        return vc_fail(ctx, VC_ERR_OUT_OF_RANGE,
-                       "output site (%d, %lld, %lld, %lld), reached from coords row %lld through kernel "
-                       "offset %d, is outside the supported range [%d, %d]",
-                       c[0], (long long)t[0], (long long)t[1], (long long)t[2], (long long)i, r, VC_COORD_MIN,
-                       VC_COORD_MAX);
+        return vc_fail_output_range(ctx, c, t, i, r);
       }
       uint64_t k = vc_key_pack(c[0], (int32_t)t[0], (int32_t)t[1], (int32_t)t[2]);
       if (cnt == cap) { /* sparse convs reach at most K sites per input; grow rarely */
@@ -138,15 +89,17 @@ static vc_status output_sites(vc_context *ctx, const geometry *g, const int32_t 
 }
 
 /* nb[o, r] = input row of output o through offset r, from hashed input sites. */
-static void fill_neighbors(const geometry *g, vc_conv_kind kind, const vc_hash *h, const int32_t *out_coords,
+static void fill_neighbors(const vc_geom *g, vc_conv_kind kind, const vc_hash *h, const int32_t *out_coords,
                            int64_t n_out, int32_t *nb) {
-  const int K = g->kvol;
+  const int K = g->K;
 #pragma omp parallel for schedule(static)
   for (int64_t o = 0; o < n_out; o++) {
     const int32_t *c = out_coords + 4 * o;
     for (int r = 0; r < K; r++) {
       int64_t q[3];
-      bool ok = kind == VC_CONV_TRANSPOSED ? site_backward(g, c, r, q) : site_forward(g, c, r, q);
+      bool ok = true;
+      if (kind == VC_CONV_TRANSPOSED) ok = vc_geom_unscale(g, c, r, q);
+      else vc_geom_scale(g, c, r, q);
       ok = ok && vc_site_in_range(c[0], q[0], q[1], q[2]);
       nb[o * K + r] = ok ? vc_hash_find(h, vc_key_pack(c[0], (int32_t)q[0], (int32_t)q[1], (int32_t)q[2])) : -1;
     }
@@ -201,14 +154,8 @@ static int32_t *copy_coords(const int32_t *c, int64_t n) {
 static vc_status build_inverse(vc_context *ctx, vc_plan *p, const int32_t *coords, const vc_plan *q, int32_t *nb) {
   const int K = p->kvol;
   if (coords) {
-    for (int64_t i = 0; i < q->n_out; i++)
-      if (memcmp(coords + 4 * i, q->out_coords + 4 * i, 4 * sizeof(int32_t)) != 0)
-        return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT,
-                       "vc_plan_create: coords row %lld (%d, %d, %d, %d) differs from the paired plan's output "
-                       "site (%d, %d, %d, %d)",
-                       (long long)i, coords[4 * i], coords[4 * i + 1], coords[4 * i + 2], coords[4 * i + 3],
-                       q->out_coords[4 * i], q->out_coords[4 * i + 1], q->out_coords[4 * i + 2],
-                       q->out_coords[4 * i + 3]);
+    vc_status s = vc_check_paired_coords(ctx, coords, q->out_coords, q->n_out);
+    if (s != VC_OK) return s;
   }
   for (int64_t j = 0; j < p->n_out * K; j++) nb[j] = -1;
   for (int r = 0; r < K; r++)
@@ -220,8 +167,7 @@ vc_status vc_cpu_plan_build(vc_context *ctx, vc_plan *p, const int32_t *coords, 
                             void *stream) {
   (void)stream;
   const vc_conv_kind kind = p->desc.kind;
-  geometry g;
-  geometry_init(&g, &p->desc);
+  const vc_geom g = vc_geom_of(&p->desc);
   vc_hash h = {0};
   vc_status s;
 

@@ -7,35 +7,17 @@
  * enough that the gathered block stays in the last-level cache. */
 #define VC_CPU_CHUNK_ROWS 4096
 
-vc_status vc_cpu_pick_algo(vc_context *ctx, const vc_conv_args *a, vc_algo *algo) {
-  static const char *names[] = {"VC_ALGO_AUTO", "VC_ALGO_REFERENCE", "VC_ALGO_EXPLICIT",
-                                "VC_ALGO_IMPLICIT", "VC_ALGO_MASKED", "VC_ALGO_GROUPED"};
-  switch (a->algo) {
-  case VC_ALGO_AUTO: *algo = VC_ALGO_EXPLICIT; return VC_OK;
-  case VC_ALGO_REFERENCE:
-  case VC_ALGO_EXPLICIT: *algo = a->algo; return VC_OK;
-  default:
-    return vc_fail(ctx, VC_ERR_UNSUPPORTED,
-                   "args->algo = %s is not available on the CPU backend (use VC_ALGO_AUTO, VC_ALGO_EXPLICIT "
-                   "or VC_ALGO_REFERENCE)",
-                   names[a->algo]);
-  }
-}
-
 int64_t vc_cpu_chunk_rows(const vc_plan *p) {
   return p->max_pairs < VC_CPU_CHUNK_ROWS ? p->max_pairs : VC_CPU_CHUNK_ROWS;
 }
 
-vc_status vc_cpu_ws_layout(const vc_plan *p, const vc_conv_args *a, vc_pass pass, vc_cpu_ws *ws) {
-  vc_algo algo = VC_ALGO_EXPLICIT;
-  vc_status s = vc_cpu_pick_algo(p->ctx, a, &algo);
-  if (s != VC_OK) return s;
+void vc_cpu_ws_layout(const vc_plan *p, const vc_conv_args *a, vc_pass pass, vc_cpu_ws *ws) {
   const int64_t ci = a->in_channels, co = a->out_channels, k = p->kvol, w = co * k * ci;
   const int64_t ch = vc_cpu_chunk_rows(p);
   const bool f32 = a->dtype == VC_DTYPE_F32;
   int64_t n[VC_WS_MAX_PARTS] = {0};
   size_t esz;
-  if (algo == VC_ALGO_REFERENCE) {
+  if (a->algo == VC_ALGO_REFERENCE) {
     esz = sizeof(double);
     if (pass == VC_PASS_FORWARD) {
       n[0] = p->n_out * co, n[1] = p->n_in * ci, n[2] = w;
@@ -60,7 +42,6 @@ vc_status vc_cpu_ws_layout(const vc_plan *p, const vc_conv_args *a, vc_pass pass
     if (ws->bytes[i]) ws->total += (size_t)vc_round_up((int64_t)ws->bytes[i], VC_WS_ALIGN);
   }
   if (ws->total) ws->total += VC_WS_ALIGN; /* slack to align an unaligned caller pointer */
-  return VC_OK;
 }
 
 void vc_cpu_ws_split(const vc_cpu_ws *ws, void *base, void *part[VC_WS_MAX_PARTS]) {
@@ -71,11 +52,8 @@ void vc_cpu_ws_split(const vc_cpu_ws *ws, void *base, void *part[VC_WS_MAX_PARTS
   }
 }
 
-vc_status vc_cpu_pass_begin(const vc_plan *p, const vc_conv_args *a, vc_pass pass, void *ws, vc_algo *algo,
-                            void *part[VC_WS_MAX_PARTS]) {
+void vc_cpu_pass_begin(const vc_plan *p, const vc_conv_args *a, vc_pass pass, void *ws, void *part[VC_WS_MAX_PARTS]) {
   vc_cpu_ws layout;
-  vc_status s = vc_cpu_ws_layout(p, a, pass, &layout);
-  if (s != VC_OK) return s;
+  vc_cpu_ws_layout(p, a, pass, &layout);
   vc_cpu_ws_split(&layout, ws, part);
-  return vc_cpu_pick_algo(p->ctx, a, algo);
 }

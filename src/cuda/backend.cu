@@ -28,9 +28,6 @@ static vc_status cuda_context_init(vc_context *ctx) {
   cudaDeviceProp prop;
   VC_CUDA_TRY(ctx, cudaSetDevice(ctx->device));
   VC_CUDA_TRY(ctx, cudaGetDeviceProperties(&prop, ctx->device));
-  st->sm_count = prop.multiProcessorCount;
-  st->cc_major = prop.major, st->cc_minor = prop.minor;
-  st->smem_optin = prop.sharedMemPerBlockOptin;
   snprintf(st->name, sizeof st->name, "%s", prop.name);
   if (prop.major < 8)
     return vc_fail(ctx, VC_ERR_UNSUPPORTED, "vc_context_create: %s has compute capability %d.%d; voxconv needs 8.0 or newer",
@@ -38,7 +35,8 @@ static vc_status cuda_context_init(vc_context *ctx) {
   cublasStatus_t b = cublasCreate(&st->blas);
   if (b != CUBLAS_STATUS_SUCCESS)
     return vc_fail(ctx, VC_ERR_DEVICE, "vc_context_create: cublasCreate failed: %s", cublasGetStatusString(b));
-  return vc_cuda_implicit_init(ctx);
+  vc_status s = vc_cuda_kmap_init(ctx);
+  return s == VC_OK ? vc_cuda_implicit_init(ctx) : s;
 }
 
 static void cuda_context_release(vc_context *ctx) {

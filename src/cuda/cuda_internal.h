@@ -10,9 +10,6 @@
 
 /* Per-context state. */
 typedef struct vc_cuda_state {
-  int sm_count;
-  int cc_major, cc_minor;
-  size_t smem_optin;  /* max dynamic shared memory per block */
   char name[128];
   cublasHandle_t blas;
 } vc_cuda_state;
@@ -47,16 +44,17 @@ static inline const vc_cuda_plan *vc_cuda_plan_of(const vc_plan *p) { return (co
                      cudaGetErrorName(e_));                                                             \
   } while (0)
 
-/* After a kernel launch: launch-configuration errors surface here. */
-#define VC_CUDA_CHECK_LAUNCH(ctx, what) VC_CUDA_TRY(ctx, (cudaGetLastError(), cudaPeekAtLastError()))
-
 static inline unsigned vc_blocks(int64_t n, int threads) { return (unsigned)((n + threads - 1) / threads); }
+
+/* Blocks of 256 threads for a grid-stride loop over n items (at least 1, at most 65535). */
+static inline unsigned vc_grid(int64_t n) { return (unsigned)(n < 1 ? 1 : n / 256 + 1 < 65535 ? n / 256 + 1 : 65535); }
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* kmap.cu */
+/* kmap.cu; vc_cuda_kmap_init runs once per context */
+vc_status vc_cuda_kmap_init(vc_context *ctx);
 vc_status vc_cuda_plan_build(vc_context *ctx, vc_plan *p, const int32_t *coords, const vc_plan *paired,
                              void *stream);
 void vc_cuda_plan_release(vc_plan *p);

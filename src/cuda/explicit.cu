@@ -27,8 +27,6 @@ __global__ static void k_scatter_add(float *acc, const float *c, const int32_t *
     acc[(int64_t)idx[i / cols] * cols + i % cols] += c[i];
 }
 
-static unsigned grid_of(int64_t n) { return (unsigned)(n / 256 + 1 < 8192 ? n / 256 + 1 : 8192); }
-
 static cudaDataType_t cuda_type(vc_dtype dt) {
   return dt == VC_DTYPE_F16 ? CUDA_R_16F : dt == VC_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_32F;
 }
@@ -94,8 +92,8 @@ extern "C" vc_status vc_cuda_explicit_run(vc_context *ctx, const vc_plan *p, con
     for (int64_t r = 0; r < K; r++)
       for (int64_t b = p->offsets[r]; b < p->offsets[r + 1]; b += ch) {
         const int64_t m = p->offsets[r + 1] - b < ch ? p->offsets[r + 1] - b : ch;
-        k_gather<<<grid_of(m * ci), 256, 0, s>>>(w.ga, in0, p->pair_in + b, m, ci, es);
-        k_gather<<<grid_of(m * co), 256, 0, s>>>(w.gb, in1, p->pair_out + b, m, co, es);
+        k_gather<<<vc_grid(m * ci), 256, 0, s>>>(w.ga, in0, p->pair_in + b, m, ci, es);
+        k_gather<<<vc_grid(m * co), 256, 0, s>>>(w.gb, in1, p->pair_out + b, m, co, es);
         /* dW_r^T (ci x co) += X^T (ci x m) * G (m x co) */
         BLAS_TRY(ctx, cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_T, (int)ci, (int)co, (int)m, &one, w.ga, t, (int)ci, w.gb, t,
                                    (int)co, &one, acc + r * ci, CUDA_R_32F, (int)(K * ci), ct, CUBLAS_GEMM_DEFAULT));
@@ -113,12 +111,12 @@ extern "C" vc_status vc_cuda_explicit_run(vc_context *ctx, const vc_plan *p, con
   for (int64_t r = 0; r < K; r++)
     for (int64_t b = p->offsets[r]; b < p->offsets[r + 1]; b += ch) {
       const int64_t m = p->offsets[r + 1] - b < ch ? p->offsets[r + 1] - b : ch;
-      k_gather<<<grid_of(m * c_src), 256, 0, s>>>(w.ga, in0, src_idx + b, m, c_src, es);
+      k_gather<<<vc_grid(m * c_src), 256, 0, s>>>(w.ga, in0, src_idx + b, m, c_src, es);
       /* forward: C^T (co x m) = W_r (co x ci) * A^T; backward-data: C^T (ci x m) = W_r^T * G^T */
       BLAS_TRY(ctx, cublasGemmEx(h, fwd ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, (int)c_dst, (int)m, (int)c_src, &one,
                                  (const char *)in1 + r * ci * es, t, (int)(K * ci), w.ga, t, (int)c_src, &zero, w.gc,
                                  CUDA_R_32F, (int)c_dst, ct, CUBLAS_GEMM_DEFAULT));
-      k_scatter_add<<<grid_of(m * c_dst), 256, 0, s>>>(acc, w.gc, dst_idx + b, m, c_dst);
+      k_scatter_add<<<vc_grid(m * c_dst), 256, 0, s>>>(acc, w.gc, dst_idx + b, m, c_dst);
     }
   if (!f32) vc_cuda_convert_f32(out0, a->dtype, acc, n_dst * c_dst, s);
   VC_CUDA_TRY(ctx, cudaGetLastError());

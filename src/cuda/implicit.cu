@@ -283,6 +283,17 @@ __device__ static __forceinline__ void emit(const imp_args &p, const tile_pos &t
   vc_store(p.out, p.dt, (int64_t)row * p.n_cols + n, v);
 }
 
+/* Columns n, n+1 (both inside the output) plus bias, as one 32-bit pair of 16-bit values. */
+__device__ static __forceinline__ uint32_t pack2(const imp_args &p, int64_t n, float v0, float v1) {
+  if (p.bias) v0 += vc_load(p.bias, p.dt, n), v1 += vc_load(p.bias, p.dt, n + 1);
+  if (p.dt == VC_DTYPE_F16) {
+    __half2 h = __floats2half2_rn(v0, v1);
+    return *(uint32_t *)&h;
+  }
+  __nv_bfloat162 b = __floats2bfloat162_rn(v0, v1);
+  return *(uint32_t *)&b;
+}
+
 /* Two neighbouring columns of one row: one 32-bit store for 16-bit storage when both exist. */
 __device__ static __forceinline__ void emit2(const imp_args &p, const tile_pos &t, const int32_t *rowid, int m, int64_t n, float v0,
                                     float v1) {
@@ -292,10 +303,8 @@ __device__ static __forceinline__ void emit2(const imp_args &p, const tile_pos &
     emit(p, t, rowid, m, n + 1, v1);
     return;
   }
-  if (p.bias) v0 += vc_load(p.bias, p.dt, n), v1 += vc_load(p.bias, p.dt, n + 1);
-  const int64_t at = (int64_t)row * p.n_cols + n; /* even: n and n_cols are even */
-  if (p.dt == VC_DTYPE_F16) *(__half2 *)((__half *)p.out + at) = __floats2half2_rn(v0, v1);
-  else *(__nv_bfloat162 *)((__nv_bfloat16 *)p.out + at) = __floats2bfloat162_rn(v0, v1);
+  /* even offset: n and n_cols are even */
+  *(uint32_t *)((uint16_t *)p.out + (int64_t)row * p.n_cols + n) = pack2(p, n, v0, v1);
 }
 
 /* Per-tile shared state of both kernels (tile_setup fills it) and the setup call. */
@@ -349,51 +358,33 @@ __device__ static __forceinline__ void tc_body(const imp_args &args, const int m
   }
   VC_CP_ASYNC_WAIT(0);
 
+  /* Fast path: the tile goes through shared memory (the pipeline's, now idle) so that each
+   * output row leaves as 16-byte stores; the fragments' own layout writes 4 bytes per row
+   * per thread and wastes half of every sector. */
+  const bool staged = p.mode != MODE_WGRAD && p.vec;
+  uint16_t *sC = smem; /* [TC_BM][TC_BN + TC_PAD] */
+  if (staged) __syncthreads();
   const int g = lane >> 2, q = lane & 3;
-  if (p.mode != MODE_WGRAD && p.vec) {
-    /* Fast path: the tile goes through shared memory (the pipeline's, now idle) so that each
-     * output row leaves as 16-byte stores; the fragments' own layout writes 4 bytes per row
-     * per thread and wastes half of every sector. */
-    __syncthreads();
-    uint16_t *sC = smem; /* [TC_BM][TC_BN + TC_PAD] */
-#pragma unroll
-    for (int mi = 0; mi < 4; mi++)
-#pragma unroll
-      for (int ni = 0; ni < 4; ni++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-          const int m = wm * 64 + mi * 16 + g + 8 * h, n = wn * 32 + ni * 8 + 2 * q;
-          float v0 = acc[mi][ni][2 * h], v1 = acc[mi][ni][2 * h + 1];
-          if (p.bias && t.n0 + n + 1 < p.n_cols) v0 += vc_load(p.bias, p.dt, t.n0 + n), v1 += vc_load(p.bias, p.dt, t.n0 + n + 1);
-          uint32_t packed;
-          if (p.dt == VC_DTYPE_F16) {
-            __half2 hv = __floats2half2_rn(v0, v1);
-            packed = *(uint32_t *)&hv;
-          } else {
-            __nv_bfloat162 bv = __floats2bfloat162_rn(v0, v1);
-            packed = *(uint32_t *)&bv;
-          }
-          *(uint32_t *)(sC + m * (TC_BN + TC_PAD) + n) = packed;
-        }
-    __syncthreads();
-    for (int c = threadIdx.x; c < TC_BM * TC_BN / 8; c += TC_THREADS) {
-      const int m = c / (TC_BN / 8), n = (c % (TC_BN / 8)) * 8;
-      const int32_t row = rowid[m];
-      if (row >= 0 && t.n0 + n < p.n_cols) /* n_cols % 8 == 0 on the fast path */
-        *(uint4 *)((uint16_t *)p.out + (int64_t)row * p.n_cols + t.n0 + n) = *(const uint4 *)(sC + m * (TC_BN + TC_PAD) + n);
-    }
-    return;
-  }
 #pragma unroll
   for (int mi = 0; mi < 4; mi++)
 #pragma unroll
     for (int ni = 0; ni < 4; ni++)
 #pragma unroll
       for (int h = 0; h < 2; h++) {
-        const int m = wm * 64 + mi * 16 + g + 8 * h;
-        const int64_t n = t.n0 + wn * 32 + ni * 8 + 2 * q;
-        emit2(p, t, rowid, m, n, acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
+        const int m = wm * 64 + mi * 16 + g + 8 * h, n = wn * 32 + ni * 8 + 2 * q;
+        const float v0 = acc[mi][ni][2 * h], v1 = acc[mi][ni][2 * h + 1];
+        if (!staged) emit2(p, t, rowid, m, t.n0 + n, v0, v1);
+        else if (t.n0 + n < p.n_cols) /* n_cols % 8 == 0 on the fast path */
+          *(uint32_t *)(sC + m * (TC_BN + TC_PAD) + n) = pack2(p, t.n0 + n, v0, v1);
       }
+  if (!staged) return;
+  __syncthreads();
+  for (int c = threadIdx.x; c < TC_BM * TC_BN / 8; c += TC_THREADS) {
+    const int m = c / (TC_BN / 8), n = (c % (TC_BN / 8)) * 8;
+    const int32_t row = rowid[m];
+    if (row >= 0 && t.n0 + n < p.n_cols)
+      *(uint4 *)((uint16_t *)p.out + (int64_t)row * p.n_cols + t.n0 + n) = *(const uint4 *)(sC + m * (TC_BN + TC_PAD) + n);
+  }
 }
 
 /* Fast kernels: two CTAs per SM, 128 registers, no spills (-Xptxas -v); the general path

@@ -13,32 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct geom {
-  int k[3], s[3], pad[3], d[3];
-  int K;
-} geom;
-
-static geom geom_of(const vc_conv_desc *d) {
-  geom g;
-  for (int a = 0; a < 3; a++) g.k[a] = d->kernel_size[a], g.s[a] = d->stride[a], g.pad[a] = d->padding[a], g.d[a] = d->dilation[a];
-  g.K = g.k[0] * g.k[1] * g.k[2];
-  return g;
-}
-
-__host__ __device__ static inline void offset_of(const geom &g, int r, int off[3]) {
-  off[2] = (r % g.k[2]) * g.d[2];
-  off[1] = ((r / g.k[2]) % g.k[1]) * g.d[1];
-  off[0] = (r / (g.k[2] * g.k[1])) * g.d[0];
-}
-
-__device__ static inline uint64_t mix64(uint64_t k) { /* same finaliser as the CPU table */
-  k ^= k >> 30;
-  k *= 0xbf58476d1ce4e5b9ull;
-  k ^= k >> 27;
-  k *= 0x94d049bb133111ebull;
-  return k ^ (k >> 31);
-}
-
 /* Input table slot: key and row side by side, so a hit costs one cache line. */
 typedef struct __align__(16) slot {
   unsigned long long key;
@@ -46,7 +20,7 @@ typedef struct __align__(16) slot {
 } slot;
 
 __device__ static inline int32_t hash_find(const slot *t, uint64_t mask, uint64_t key) {
-  for (uint64_t s = mix64(key) & mask;; s = (s + 1) & mask) {
+  for (uint64_t s = vc_hash_mix(key) & mask;; s = (s + 1) & mask) {
     const slot e = t[s];
     if (e.key == key) return (int32_t)e.row;
     if (e.key == VC_KEY_EMPTY) return -1;
@@ -55,7 +29,7 @@ __device__ static inline int32_t hash_find(const slot *t, uint64_t mask, uint64_
 
 /* Claims key's slot; returns its index, or -1 when the key was there already. */
 __device__ static inline int64_t hash_claim(unsigned long long *key_of_slot0, size_t stride, uint64_t mask, uint64_t key) {
-  for (uint64_t s = mix64(key) & mask;; s = (s + 1) & mask) {
+  for (uint64_t s = vc_hash_mix(key) & mask;; s = (s + 1) & mask) {
     unsigned long long prev = atomicCAS(key_of_slot0 + s * stride, (unsigned long long)VC_KEY_EMPTY, (unsigned long long)key);
     if (prev == VC_KEY_EMPTY) return (int64_t)s;
     if (prev == key) return -1;
@@ -78,22 +52,13 @@ __global__ static void k_insert_inputs(const int32_t *c, int64_t n, slot *t, uin
 
 /* Candidate output t of input c through offset r: sparse t*s = c + pad - r*d (when
  * divisible), transposed t = c*s - pad + r*d. */
-__host__ __device__ static inline bool candidate(const geom &g, bool transposed, const int32_t *c, int r, int64_t t[3]) {
-  int off[3];
-  offset_of(g, r, off);
-  for (int a = 0; a < 3; a++) {
-    if (transposed) {
-      t[a] = (int64_t)c[a + 1] * g.s[a] - g.pad[a] + off[a];
-    } else {
-      int64_t v = (int64_t)c[a + 1] + g.pad[a] - off[a];
-      if (v % g.s[a] != 0) return false;
-      t[a] = v / g.s[a];
-    }
-  }
+__host__ __device__ static inline bool candidate(const vc_geom &g, bool transposed, const int32_t *c, int r, int64_t t[3]) {
+  if (!transposed) return vc_geom_unscale(&g, c, r, t);
+  vc_geom_scale(&g, c, r, t);
   return true;
 }
 
-__global__ static void k_out_candidates(const int32_t *c, int64_t n, geom g, bool transposed, uint64_t *okeys,
+__global__ static void k_out_candidates(const int32_t *c, int64_t n, vc_geom g, bool transposed, uint64_t *okeys,
                                         uint64_t omask, uint64_t *list, unsigned long long *count,
                                         unsigned long long *bad) {
   const int64_t total = n * g.K;
@@ -117,34 +82,23 @@ __global__ static void k_unpack(const uint64_t *keys, int64_t n, int32_t *c) {
 }
 
 /* nb[o, r] for sparse / transposed outputs: one lookup per (o, r). */
-__global__ static void k_neighbors(const int32_t *oc, int64_t n_out, geom g, bool transposed, const slot *t,
+__global__ static void k_neighbors(const int32_t *oc, int64_t n_out, vc_geom g, bool transposed, const slot *t,
                                    uint64_t mask, int32_t *nb) {
   const int64_t total = n_out * g.K;
   for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < total; j += (int64_t)gridDim.x * blockDim.x) {
     const int64_t o = j / g.K;
     const int r = (int)(j % g.K);
     const int32_t *c = oc + 4 * o;
-    int off[3];
     int64_t q[3];
-    offset_of(g, r, off);
-    bool ok = true;
-    for (int a = 0; a < 3; a++) {
-      if (transposed) { /* q*s = c + pad - r*d */
-        int64_t v = (int64_t)c[a + 1] + g.pad[a] - off[a];
-        ok = ok && v % g.s[a] == 0;
-        q[a] = v / g.s[a];
-      } else {
-        q[a] = (int64_t)c[a + 1] * g.s[a] - g.pad[a] + off[a];
-      }
-    }
-    ok = ok && vc_site_in_range(c[0], q[0], q[1], q[2]);
+    /* the input this output reads: the inverse of the relation that produced the outputs */
+    bool ok = candidate(g, !transposed, c, r, q) && vc_site_in_range(c[0], q[0], q[1], q[2]);
     nb[j] = ok ? hash_find(t, mask, vc_key_pack(c[0], (int32_t)q[0], (int32_t)q[1], (int32_t)q[2])) : -1;
   }
 }
 
 /* Submanifold: offsets r and K-1-r are opposite displacements, so one lookup for r below
  * the centre fills nb[o, r] and nb[q, K-1-r]; the centre is the identity. */
-__global__ static void k_neighbors_submanifold(const int32_t *c, int64_t n, geom g, const slot *t, uint64_t mask,
+__global__ static void k_neighbors_submanifold(const int32_t *c, int64_t n, vc_geom g, const slot *t, uint64_t mask,
                                                int32_t *nb) {
   const int half = g.K / 2;
   const int64_t total = n * (half + 1);
@@ -155,10 +109,8 @@ __global__ static void k_neighbors_submanifold(const int32_t *c, int64_t n, geom
       nb[o * g.K + half] = (int32_t)o;
       continue;
     }
-    int off[3];
-    offset_of(g, r, off);
     int64_t q[3];
-    for (int a = 0; a < 3; a++) q[a] = (int64_t)c[4 * o + a + 1] - g.pad[a] + off[a];
+    vc_geom_scale(&g, c + 4 * o, r, q); /* stride 1: q = c - pad + r*d */
     if (!vc_site_in_range(c[4 * o], q[0], q[1], q[2])) continue;
     int32_t i = hash_find(t, mask, vc_key_pack(c[4 * o], (int32_t)q[0], (int32_t)q[1], (int32_t)q[2]));
     if (i < 0) continue;
@@ -305,8 +257,6 @@ __global__ static void k_block_masks(const uint32_t *mask, const int32_t *order,
 
 /* ---- host side ------------------------------------------------------------------------- */
 
-static unsigned grid_for(int64_t n) { return (unsigned)(n < 1 ? 1 : n / 256 + 1 < 65536 ? n / 256 + 1 : 65535); }
-
 #define TRY(call)                                                                                                      \
   do {                                                                                                                 \
     vc_status st_ = (call);                                                                                            \
@@ -362,8 +312,8 @@ static vc_status hash_inputs(vc_context *ctx, const int32_t *coords, int64_t n, 
   *mask = cap - 1;
   TRY(scratch_alloc(ctx, t, (void **)table, cap * sizeof(slot), "the input hash table"));
   VC_CUDA_TRY(ctx, cudaMemsetAsync(*table, 0xff, cap * sizeof(slot), s));
-  k_check_range<<<grid_for(n), 256, 0, s>>>(coords, n, flags);
-  k_insert_inputs<<<grid_for(n), 256, 0, s>>>(coords, n, *table, *mask, flags + 1);
+  k_check_range<<<vc_grid(n), 256, 0, s>>>(coords, n, flags);
+  k_insert_inputs<<<vc_grid(n), 256, 0, s>>>(coords, n, *table, *mask, flags + 1);
   VC_CUDA_TRY(ctx, cudaGetLastError());
   return VC_OK;
 }
@@ -384,9 +334,7 @@ static vc_status input_error(vc_context *ctx, const int32_t *coords, int64_t n, 
     const int32_t *d = hc + 4 * h[1];
     for (int64_t i = 0; i < n; i++)
       if (i != (int64_t)h[1] && !memcmp(hc + 4 * i, d, 4 * sizeof(int32_t))) {
-        int64_t a = i < (int64_t)h[1] ? i : (int64_t)h[1], b = i < (int64_t)h[1] ? (int64_t)h[1] : i;
-        st = vc_fail(ctx, VC_ERR_DUPLICATE_COORDS, "coords rows %lld and %lld are the same site (%d, %d, %d, %d)",
-                     (long long)a, (long long)b, d[0], d[1], d[2], d[3]);
+        st = vc_fail_duplicate(ctx, i, (int64_t)h[1], d);
         break;
       }
   }
@@ -395,7 +343,7 @@ static vc_status input_error(vc_context *ctx, const int32_t *coords, int64_t n, 
 }
 
 /* Output sites of a sparse or transposed conv, sorted; allocates p->out_coords. */
-static vc_status output_sites(vc_context *ctx, vc_plan *p, const int32_t *coords, const geom &g, bool transposed,
+static vc_status output_sites(vc_context *ctx, vc_plan *p, const int32_t *coords, const vc_geom &g, bool transposed,
                               scratch *t, unsigned long long *flags) {
   const cudaStream_t s = t->s;
   const int64_t n = p->n_in;
@@ -408,7 +356,7 @@ static vc_status output_sites(vc_context *ctx, vc_plan *p, const int32_t *coords
   VC_CUDA_TRY(ctx, cudaMemsetAsync(okeys, 0xff, cap * sizeof(uint64_t), s));
   VC_CUDA_TRY(ctx, cudaMemsetAsync(flags + 2, 0, sizeof *flags, s));
   VC_CUDA_TRY(ctx, cudaMemsetAsync(flags + 3, 0xff, sizeof *flags, s));
-  k_out_candidates<<<grid_for(n * g.K), 256, 0, s>>>(coords, n, g, transposed, okeys, cap - 1, list, flags + 2, flags + 3);
+  k_out_candidates<<<vc_grid(n * g.K), 256, 0, s>>>(coords, n, g, transposed, okeys, cap - 1, list, flags + 2, flags + 3);
   VC_CUDA_TRY(ctx, cudaGetLastError());
   unsigned long long h[4]; /* input range, input duplicate, output count, output range */
   VC_CUDA_TRY(ctx, cudaMemcpyAsync(h, flags, sizeof h, cudaMemcpyDeviceToHost, s));
@@ -420,11 +368,7 @@ static vc_status output_sites(vc_context *ctx, vc_plan *p, const int32_t *coords
     int32_t c[4];
     VC_CUDA_TRY(ctx, cudaMemcpy(c, coords + 4 * i, sizeof c, cudaMemcpyDeviceToHost));
     candidate(g, transposed, c, r, tt);
-    return vc_fail(ctx, VC_ERR_OUT_OF_RANGE,
-                   "output site (%d, %lld, %lld, %lld), reached from coords row %lld through kernel offset %d, is "
-                   "outside the supported range [%d, %d]",
-                   c[0], (long long)tt[0], (long long)tt[1], (long long)tt[2], (long long)i, r, VC_COORD_MIN,
-                   VC_COORD_MAX);
+    return vc_fail_output_range(ctx, c, tt, i, r);
   }
   p->n_out = (int64_t)h[2];
   if (p->n_out > INT32_MAX - 1)
@@ -434,7 +378,7 @@ static vc_status output_sites(vc_context *ctx, vc_plan *p, const int32_t *coords
   TRY(scratch_alloc(ctx, t, &sort_tmp, vc_cuda_sort_tmp_bytes(p->n_out), "sorting output sites"));
   vc_cuda_sort_u64(list, p->n_out, sort_tmp, s);
   TRY(dev_alloc(ctx, (void **)&p->out_coords, (size_t)p->n_out * 4 * sizeof(int32_t), s, "output coordinates"));
-  k_unpack<<<grid_for(p->n_out), 256, 0, s>>>(list, p->n_out, p->out_coords);
+  k_unpack<<<vc_grid(p->n_out), 256, 0, s>>>(list, p->n_out, p->out_coords);
   VC_CUDA_TRY(ctx, cudaGetLastError());
   return VC_OK;
 }
@@ -500,16 +444,15 @@ static vc_status encodings(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, cudaSt
   TRY(dev_alloc(ctx, (void **)&cp->order, (size_t)n * sizeof(int32_t), s, "the row order"));
   TRY(dev_alloc(ctx, (void **)&cp->blk_mask, (size_t)nblk * W * sizeof(uint32_t), s, "block masks"));
   if (n > 0) {
-    k_masks<<<grid_for(n), 256, 0, s>>>(cp->nb, n, K, W, cp->mask);
-    VC_CUDA_TRY(ctx, cudaFuncSetAttribute(k_order, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ORDER_SMEM));
+    k_masks<<<vc_grid(n), 256, 0, s>>>(cp->nb, n, K, W, cp->mask);
     k_order<<<(unsigned)((n + VC_ORDER_WINDOW - 1) / VC_ORDER_WINDOW), ORDER_THREADS, ORDER_SMEM, s>>>(cp->mask, n, W,
                                                                                                      cp->order);
-    k_block_masks<<<grid_for(nblk * W), 256, 0, s>>>(cp->mask, cp->order, n, W, cp->blk_mask);
+    k_block_masks<<<vc_grid(nblk * W), 256, 0, s>>>(cp->mask, cp->order, n, W, cp->blk_mask);
   }
   if (p->desc.kind != VC_CONV_SUBMANIFOLD) {
     TRY(dev_alloc(ctx, (void **)&cp->nbt, (size_t)p->n_in * K * sizeof(int32_t), s, "the reverse kernel map"));
     VC_CUDA_TRY(ctx, cudaMemsetAsync(cp->nbt, 0xff, (size_t)p->n_in * K * sizeof(int32_t), s));
-    if (n > 0) k_reverse<<<grid_for(n * K), 256, 0, s>>>(cp->nb, n, K, cp->nbt);
+    if (n > 0) k_reverse<<<vc_grid(n * K), 256, 0, s>>>(cp->nb, n, K, cp->nbt);
   }
   VC_CUDA_TRY(ctx, cudaGetLastError());
   return VC_OK;
@@ -519,7 +462,7 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
                        scratch *t) {
   const cudaStream_t s = t->s;
   const vc_conv_kind kind = p->desc.kind;
-  const geom g = geom_of(&p->desc);
+  const vc_geom g = vc_geom_of(&p->desc);
   unsigned long long *flags; /* see hash_inputs and output_sites */
   TRY(scratch_alloc(ctx, t, (void **)&flags, 4 * sizeof *flags, "flags"));
   VC_CUDA_TRY(ctx, cudaMemsetAsync(flags, 0xff, 2 * sizeof *flags, s));
@@ -541,13 +484,7 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
       else if (cudaMemcpy(a, coords, bytes, cudaMemcpyDeviceToHost) != cudaSuccess ||
                cudaMemcpy(b, paired->out_coords, bytes, cudaMemcpyDeviceToHost) != cudaSuccess)
         st = vc_fail(ctx, VC_ERR_DEVICE, "vc_plan_create: reading coords back failed");
-      for (int64_t i = 0; st == VC_OK && i < p->n_in; i++)
-        if (memcmp(a + 4 * i, b + 4 * i, 16))
-          st = vc_fail(ctx, VC_ERR_INVALID_ARGUMENT,
-                       "vc_plan_create: coords row %lld (%d, %d, %d, %d) differs from the paired plan's output site "
-                       "(%d, %d, %d, %d)",
-                       (long long)i, a[4 * i], a[4 * i + 1], a[4 * i + 2], a[4 * i + 3], b[4 * i], b[4 * i + 1],
-                       b[4 * i + 2], b[4 * i + 3]);
+      if (st == VC_OK) st = vc_check_paired_coords(ctx, a, b, p->n_in);
       free(a), free(b);
       if (st != VC_OK) return st;
     }
@@ -568,16 +505,16 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
   VC_CUDA_TRY(ctx, cudaMemsetAsync(cp->nb, 0xff, (size_t)nbn * sizeof(int32_t), s));
   if (p->n_out > 0) {
     if (kind == VC_CONV_SUBMANIFOLD)
-      k_neighbors_submanifold<<<grid_for(p->n_out * (g.K / 2 + 1)), 256, 0, s>>>(p->in_coords, p->n_out, g, table, mask,
+      k_neighbors_submanifold<<<vc_grid(p->n_out * (g.K / 2 + 1)), 256, 0, s>>>(p->in_coords, p->n_out, g, table, mask,
                                                                                 cp->nb);
     else if (kind == VC_CONV_INVERSE) {
       int64_t *doff;
       TRY(scratch_alloc(ctx, t, (void **)&doff, (size_t)(g.K + 1) * sizeof(int64_t), "offsets"));
       VC_CUDA_TRY(ctx, cudaMemcpyAsync(doff, paired->offsets, (size_t)(g.K + 1) * sizeof(int64_t), cudaMemcpyHostToDevice, s));
-      k_inverse_neighbors<<<grid_for(paired->n_pairs), 256, 0, s>>>(doff, g.K, paired->pair_in, paired->pair_out,
+      k_inverse_neighbors<<<vc_grid(paired->n_pairs), 256, 0, s>>>(doff, g.K, paired->pair_in, paired->pair_out,
                                                                    paired->n_pairs, cp->nb);
     } else {
-      k_neighbors<<<grid_for(nbn), 256, 0, s>>>(p->out_coords, p->n_out, g, kind == VC_CONV_TRANSPOSED, table, mask,
+      k_neighbors<<<vc_grid(nbn), 256, 0, s>>>(p->out_coords, p->n_out, g, kind == VC_CONV_TRANSPOSED, table, mask,
                                                 cp->nb);
     }
     VC_CUDA_TRY(ctx, cudaGetLastError());
@@ -586,6 +523,11 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
   TRY(dev_alloc(ctx, (void **)&cp->offsets_dev, (size_t)(g.K + 1) * sizeof(int64_t), s, "pair offsets"));
   VC_CUDA_TRY(ctx, cudaMemcpyAsync(cp->offsets_dev, p->offsets, (size_t)(g.K + 1) * sizeof(int64_t), cudaMemcpyHostToDevice, s));
   TRY(encodings(ctx, p, cp, s));
+  return VC_OK;
+}
+
+extern "C" vc_status vc_cuda_kmap_init(vc_context *ctx) {
+  VC_CUDA_TRY(ctx, cudaFuncSetAttribute(k_order, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ORDER_SMEM));
   return VC_OK;
 }
 

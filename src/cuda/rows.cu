@@ -42,14 +42,12 @@ __global__ static void k_column_total(const double *part, int64_t c, void *db, i
   }
 }
 
-static unsigned grid_of(int64_t n) { return (unsigned)(n / 256 + 1 < 4096 ? n / 256 + 1 : 4096); }
-
 extern "C" void vc_cuda_fill_rows_f32(float *acc, int64_t n, int64_t c, const void *bias, vc_dtype dt, cudaStream_t s) {
-  if (n * c > 0) k_fill_rows<<<grid_of(n * c), 256, 0, s>>>(acc, n, c, bias, dt);
+  if (n * c > 0) k_fill_rows<<<vc_grid(n * c), 256, 0, s>>>(acc, n, c, bias, dt);
 }
 
 extern "C" void vc_cuda_convert_f32(void *dst, vc_dtype dt, const float *src, int64_t n, cudaStream_t s) {
-  if (n > 0) k_convert<<<grid_of(n), 256, 0, s>>>(dst, dt, src, n);
+  if (n > 0) k_convert<<<vc_grid(n), 256, 0, s>>>(dst, dt, src, n);
 }
 
 extern "C" size_t vc_cuda_column_sums_tmp_bytes(int64_t c) { return (size_t)SUM_ROW_BLOCKS * (size_t)c * sizeof(double); }
