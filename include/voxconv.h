@@ -153,7 +153,10 @@ VC_API const char *vc_version(void);
  * (backend not in this build), VC_ERR_DEVICE, VC_ERR_OUT_OF_MEMORY. */
 VC_API vc_status vc_context_create(vc_device_kind kind, int device, vc_context **out);
 
-/* Frees the context. Plans made from it must be destroyed first. NULL is fine. */
+/* Frees the context. Plans made from it must be destroyed first. NULL is fine.
+ * A CUDA context keeps the device memory of destroyed plans cached for its next plans (a
+ * stream-ordered memory pool of its own, like a framework's caching allocator); it goes
+ * back to the driver here. */
 VC_API void vc_context_destroy(vc_context *ctx);
 
 /* The context's device kind (VC_DEVICE_CPU for NULL). */

@@ -35,6 +35,14 @@ static vc_status cuda_context_init(vc_context *ctx) {
   cublasStatus_t b = cublasCreate(&st->blas);
   if (b != CUBLAS_STATUS_SUCCESS)
     return vc_fail(ctx, VC_ERR_DEVICE, "vc_context_create: cublasCreate failed: %s", cublasGetStatusString(b));
+  cudaMemPoolProps pp;
+  memset(&pp, 0, sizeof pp);
+  pp.allocType = cudaMemAllocationTypePinned;
+  pp.location.type = cudaMemLocationTypeDevice;
+  pp.location.id = ctx->device;
+  VC_CUDA_TRY(ctx, cudaMemPoolCreate(&st->pool, &pp));
+  uint64_t keep = UINT64_MAX; /* never hand cached blocks back to the driver before destroy */
+  VC_CUDA_TRY(ctx, cudaMemPoolSetAttribute(st->pool, cudaMemPoolAttrReleaseThreshold, &keep));
   vc_status s = vc_cuda_kmap_init(ctx);
   return s == VC_OK ? vc_cuda_implicit_init(ctx) : s;
 }
@@ -43,6 +51,7 @@ static void cuda_context_release(vc_context *ctx) {
   vc_cuda_state *st = vc_cuda(ctx);
   if (!st) return;
   if (st->blas) cublasDestroy(st->blas);
+  if (st->pool) cudaMemPoolDestroy(st->pool);
   free(st);
   ctx->backend_state = NULL;
 }

@@ -12,6 +12,8 @@
 typedef struct vc_cuda_state {
   char name[128];
   cublasHandle_t blas;
+  cudaMemPool_t pool; /* plan memory: freed blocks stay cached for the next plan (a plan
+                         build would otherwise map fresh pages for every buffer) */
 } vc_cuda_state;
 
 /* Per-plan device encodings beyond the pair lists (all device memory, plan-owned). */

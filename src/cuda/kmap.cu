@@ -4,10 +4,11 @@
  *   2. output sites: submanifold = inputs; sparse/transposed = every site reached, found by
  *      inserting candidates into a second table, then radix-sorted by packed key;
  *      inverse = the paired plan's input sites;
- *   3. neighbour table nb[n_out, K] (submanifold fills both halves from one lookup);
+ *   3. neighbour table nb[n_out, K] (submanifold fills both halves from one lookup), with
+ *      the row masks and per-block pair counts taken from it in the same pass;
  *   4. pairs grouped by offset, ascending by output row, through one prefix sum;
- *   5. encodings for the fused kernels: row masks, Gray order within windows, per-block
- *      active offsets, the reverse table for dgrad. */
+ *   5. encodings for the fused kernels: Gray order within windows, per-block active
+ *      offsets, the reverse table for dgrad. */
 #include "cuda_internal.h"
 
 #include <stdlib.h>
@@ -81,21 +82,6 @@ __global__ static void k_unpack(const uint64_t *keys, int64_t n, int32_t *c) {
     vc_key_unpack(keys[i], c + 4 * i);
 }
 
-/* nb[o, r] for sparse / transposed outputs: one lookup per (o, r). */
-__global__ static void k_neighbors(const int32_t *oc, int64_t n_out, vc_geom g, bool transposed, const slot *t,
-                                   uint64_t mask, int32_t *nb) {
-  const int64_t total = n_out * g.K;
-  for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < total; j += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t o = j / g.K;
-    const int r = (int)(j % g.K);
-    const int32_t *c = oc + 4 * o;
-    int64_t q[3];
-    /* the input this output reads: the inverse of the relation that produced the outputs */
-    bool ok = candidate(g, !transposed, c, r, q) && vc_site_in_range(c[0], q[0], q[1], q[2]);
-    nb[j] = ok ? hash_find(t, mask, vc_key_pack(c[0], (int32_t)q[0], (int32_t)q[1], (int32_t)q[2])) : -1;
-  }
-}
-
 /* Submanifold: offsets r and K-1-r are opposite displacements, so one lookup for r below
  * the centre fills nb[o, r] and nb[q, K-1-r]; the centre is the identity. */
 __global__ static void k_neighbors_submanifold(const int32_t *c, int64_t n, vc_geom g, const slot *t, uint64_t mask,
@@ -133,34 +119,97 @@ __global__ static void k_inverse_neighbors(const int64_t *offsets, int K, const 
   }
 }
 
-#define PAIR_ROWS 256 /* rows per block when compacting nb into pairs */
-#define PAIR_COLS 32  /* offsets staged in shared memory at a time */
+#define PAIR_ROWS 256 /* rows per block of the row kernels (one thread per row) */
+#define PAIR_COLS 32  /* offsets staged in shared memory at a time: one mask word */
 
-/* Stages nb[rows of block b, r0 .. r0+PAIR_COLS) in shared memory: each row's slice is
- * contiguous, so the global reads coalesce (reading one column of nb would touch a
- * sector per row). */
+/* Stages nb[rows of block b, r0 .. r0+PAIR_COLS) in shared memory (rows past n_out read as
+ * -1; columns past K are left alone, no caller reads them). When all K columns fit one
+ * chunk, the block's rows are one contiguous run of nb, read 16 bytes a thread (the run
+ * starts 16-byte aligned: PAIR_ROWS * K words from an aligned base); otherwise row by row,
+ * each row's slice contiguous. */
 __device__ static void stage_columns(const int32_t *nb, int64_t n_out, int K, int r0, int32_t (*tile)[PAIR_COLS + 1]) {
   const int64_t o0 = (int64_t)blockIdx.x * PAIR_ROWS;
-  for (int i = threadIdx.x; i < PAIR_ROWS * PAIR_COLS; i += blockDim.x) {
-    const int row = i / PAIR_COLS, c = i % PAIR_COLS;
-    tile[row][c] = o0 + row < n_out && r0 + c < K ? nb[(o0 + row) * K + r0 + c] : -1;
+  const int rows = (int)min((int64_t)PAIR_ROWS, n_out - o0), ncols = min(PAIR_COLS, K - r0);
+  if (ncols == K) {
+    const int total = rows * K;
+    const int4 *src = (const int4 *)(nb + o0 * K);
+    for (int i = threadIdx.x; i * 4 < total; i += blockDim.x) {
+      int32_t v[4];
+      if (i * 4 + 3 < total) {
+        const int4 q = src[i];
+        v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+      } else {
+        for (int e = 0; e < 4; e++) v[e] = i * 4 + e < total ? nb[o0 * K + i * 4 + e] : -1;
+      }
+      for (int e = 0; e < 4 && i * 4 + e < total; e++) tile[(i * 4 + e) / K][(i * 4 + e) % K] = v[e];
+    }
+  } else {
+    for (int i = threadIdx.x; i < rows * ncols; i += blockDim.x)
+      tile[i / ncols][i % ncols] = nb[(o0 + i / ncols) * K + r0 + i % ncols];
   }
+  for (int i = threadIdx.x; i < (PAIR_ROWS - rows) * ncols; i += blockDim.x) tile[rows + i / ncols][i % ncols] = -1;
   __syncthreads();
 }
 
-/* cnt[r * nblk + b] = live entries of column r in the rows of block b. */
-__global__ static void k_count_pairs(const int32_t *nb, int64_t n_out, int K, int32_t *cnt) {
-  __shared__ int32_t tile[PAIR_ROWS][PAIR_COLS + 1];
+/* From a staged tile of columns r0 .. r0+PAIR_COLS: mask word r0/32 of each row, the live
+ * count of each column in this block (cnt[r * nblk + b], the layout the pair scan wants)
+ * and, when nb is non-NULL, the tile itself written out row-contiguously. One thread per
+ * row; the tile's row stride of PAIR_COLS + 1 words keeps both the per-row and the
+ * per-column walks free of bank conflicts. */
+__device__ static void emit_columns(int32_t (*tile)[PAIR_COLS + 1], int64_t n_out, int K, int r0, int W,
+                                    int32_t *nb, uint32_t *rmask, int32_t *cnt) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
+  const int64_t o0 = (int64_t)blockIdx.x * PAIR_ROWS, o = o0 + threadIdx.x;
+  const int ncols = min(PAIR_COLS, K - r0);
+  __syncthreads();
+  uint32_t m = 0;
+  for (int c = 0; c < ncols; c++) m |= (uint32_t)(tile[threadIdx.x][c] >= 0) << c;
+  if (o < n_out) rmask[o * W + r0 / 32] = m;
+  for (int c = warp; c < ncols; c += nwarps) {
+    int n = 0;
+    for (int row = lane; row < PAIR_ROWS; row += 32) n += tile[row][c] >= 0;
+    for (int d = 16; d > 0; d >>= 1) n += __shfl_xor_sync(0xffffffffu, n, d);
+    if (lane == 0) cnt[(int64_t)(r0 + c) * gridDim.x + blockIdx.x] = n;
+  }
+  if (nb)
+    for (int i = threadIdx.x; i < PAIR_ROWS * ncols; i += blockDim.x) {
+      const int row = i / ncols, c = i % ncols;
+      if (o0 + row < n_out) nb[(o0 + row) * K + r0 + c] = tile[row][c];
+    }
+  __syncthreads();
+}
+
+/* nb, row masks and per-block column counts of sparse and transposed plans: one thread per
+ * output row, one lookup per offset (the relation that produced the outputs, inverted).
+ * Every entry is written, so nb needs no clearing. */
+__global__ static void __launch_bounds__(PAIR_ROWS) k_lookup_rows(const int32_t *oc, int64_t n_out, vc_geom g,
+                                                                  bool transposed, const slot *t,
+                                                                  uint64_t hmask, int32_t *nb, uint32_t *rmask,
+                                                                  int W, int32_t *cnt) {
+  __shared__ int32_t tile[PAIR_ROWS][PAIR_COLS + 1];
+  const int64_t o = (int64_t)blockIdx.x * PAIR_ROWS + threadIdx.x;
+  int32_t c[4] = {0, 0, 0, 0};
+  if (o < n_out) c[0] = oc[4 * o], c[1] = oc[4 * o + 1], c[2] = oc[4 * o + 2], c[3] = oc[4 * o + 3];
+  for (int r0 = 0; r0 < g.K; r0 += PAIR_COLS) {
+    for (int j = 0; j < PAIR_COLS && r0 + j < g.K; j++) {
+      const int r = r0 + j;
+      int32_t v = -1;
+      int64_t q[3];
+      if (o < n_out && candidate(g, !transposed, c, r, q) && vc_site_in_range(c[0], q[0], q[1], q[2]))
+        v = hash_find(t, hmask, vc_key_pack(c[0], (int32_t)q[0], (int32_t)q[1], (int32_t)q[2]));
+      tile[threadIdx.x][j] = v;
+    }
+    emit_columns(tile, n_out, g.K, r0, W, nb, rmask, cnt);
+  }
+}
+
+/* Row masks and per-block column counts of an nb built by scattering (submanifold, inverse). */
+__global__ static void __launch_bounds__(PAIR_ROWS) k_row_stats(const int32_t *nb, int64_t n_out, int K, int W,
+                                                                uint32_t *rmask, int32_t *cnt) {
+  __shared__ int32_t tile[PAIR_ROWS][PAIR_COLS + 1];
   for (int r0 = 0; r0 < K; r0 += PAIR_COLS) {
     stage_columns(nb, n_out, K, r0, tile);
-    for (int c = warp; c < PAIR_COLS && r0 + c < K; c += nwarps) {
-      int n = 0;
-      for (int row = lane; row < PAIR_ROWS; row += 32) n += tile[row][c] >= 0;
-      for (int d = 16; d > 0; d >>= 1) n += __shfl_xor_sync(0xffffffffu, n, d);
-      if (lane == 0) cnt[(int64_t)(r0 + c) * gridDim.x + blockIdx.x] = n;
-    }
-    __syncthreads();
+    emit_columns(tile, n_out, K, r0, W, NULL, rmask, cnt);
   }
 }
 
@@ -190,15 +239,6 @@ __global__ static void k_write_pairs(const int32_t *nb, int64_t n_out, int K, co
   }
 }
 
-__global__ static void k_masks(const int32_t *nb, int64_t n_out, int K, int W, uint32_t *mask) {
-  for (int64_t o = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; o < n_out; o += (int64_t)gridDim.x * blockDim.x)
-    for (int w = 0; w < W; w++) {
-      uint32_t m = 0;
-      for (int b = 0; b < 32 && w * 32 + b < K; b++) m |= (uint32_t)(nb[o * K + w * 32 + b] >= 0) << b;
-      mask[o * W + w] = m;
-    }
-}
-
 __global__ static void k_reverse(const int32_t *nb, int64_t n_out, int K, int32_t *nbt) {
   const int64_t total = n_out * K;
   for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < total; j += (int64_t)gridDim.x * blockDim.x) {
@@ -218,30 +258,83 @@ __device__ static inline uint32_t gray_rank(uint32_t m) {
   return m;
 }
 
-#define ORDER_THREADS 1024
+/* One block per window of VC_ORDER_WINDOW rows (windows keep the caller's, usually
+ * spatially local, row order at large scale): a stable least-significant-digit radix sort
+ * of the rows' Gray ranks in shared memory, 4 bits a pass, so equal masks keep row order.
+ * Keys are rank << 14 | position; the thread that owns positions [t*ITEMS, (t+1)*ITEMS)
+ * counts its digits in cnt[digit][t], and an exclusive scan of cnt in (digit, thread) order
+ * gives every key its place. */
+#define ORDER_THREADS 512
+#define ORDER_ITEMS (VC_ORDER_WINDOW / ORDER_THREADS)
+#define ORDER_BINS 16
+#define ORDER_POS_BITS 14
+#define ORDER_PAD(i) ((i) + (i) / 32) /* one spare key every 32: a thread's run of keys starts on its own bank */
+#define ORDER_SMEM (ORDER_PAD(VC_ORDER_WINDOW) * sizeof(uint64_t) + ORDER_BINS * ORDER_THREADS * sizeof(uint32_t))
+static_assert(VC_ORDER_WINDOW == 1 << ORDER_POS_BITS, "window positions fill the key's low bits");
 
-/* One block per window of VC_ORDER_WINDOW rows: bitonic sort of (Gray rank, row) in shared
- * memory. Windows keep the caller's (usually spatially local) row order at large scale. */
-#define ORDER_SMEM (VC_ORDER_WINDOW * sizeof(uint64_t))
-
-__global__ static void k_order(const uint32_t *mask, int64_t n_out, int W, int32_t *order) {
-  extern __shared__ uint64_t key[]; /* VC_ORDER_WINDOW keys */
+__global__ static void __launch_bounds__(ORDER_THREADS) k_order(const uint32_t *mask, int64_t n_out, int W, int bits,
+                                                                int32_t *order) {
+  extern __shared__ uint64_t key[];
+  uint32_t *cnt = (uint32_t *)(key + ORDER_PAD(VC_ORDER_WINDOW));
+  __shared__ uint32_t wsum[ORDER_THREADS / 32][ORDER_BINS], dbase[ORDER_BINS];
+  const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
   const int64_t base = (int64_t)blockIdx.x * VC_ORDER_WINDOW;
-  for (int i = threadIdx.x; i < VC_ORDER_WINDOW; i += ORDER_THREADS)
-    key[i] = base + i < n_out ? ((uint64_t)gray_rank(mask[(base + i) * W]) << 32) | (uint32_t)i : ~0ull;
+  /* rows past n_out get all-ones keys: the largest, and already last */
+  for (int i = t; i < VC_ORDER_WINDOW; i += ORDER_THREADS)
+    key[ORDER_PAD(i)] =
+        base + i < n_out ? ((uint64_t)gray_rank(mask[(base + i) * W]) << ORDER_POS_BITS) | (uint32_t)i : ~0ull;
   __syncthreads();
-  for (int size = 2; size <= VC_ORDER_WINDOW; size <<= 1)
-    for (int stride = size >> 1; stride > 0; stride >>= 1) {
-      for (int t = threadIdx.x; t < VC_ORDER_WINDOW / 2; t += ORDER_THREADS) {
-        const int i = 2 * t - (t & (stride - 1)), j = i + stride; /* i has bit `stride` clear */
-        const bool up = (i & size) == 0;
-        const uint64_t a = key[i], b = key[j];
-        if ((a > b) == up) key[i] = b, key[j] = a;
+  for (int shift = ORDER_POS_BITS; shift < ORDER_POS_BITS + bits; shift += 4) {
+    uint64_t k[ORDER_ITEMS];
+#pragma unroll
+    for (int i = 0; i < ORDER_ITEMS; i++) k[i] = key[ORDER_PAD(t * ORDER_ITEMS + i)];
+#pragma unroll
+    for (int d = 0; d < ORDER_BINS; d++) cnt[d * ORDER_THREADS + t] = 0;
+#pragma unroll
+    for (int i = 0; i < ORDER_ITEMS; i++) cnt[((k[i] >> shift) & (ORDER_BINS - 1)) * ORDER_THREADS + t]++;
+#pragma unroll
+    for (int d = 0; d < ORDER_BINS; d++) { /* cnt becomes the exclusive prefix within the warp */
+      const uint32_t c = cnt[d * ORDER_THREADS + t];
+      uint32_t x = c;
+      for (int s = 1; s < 32; s <<= 1) {
+        uint32_t y = __shfl_up_sync(0xffffffffu, x, s);
+        if (lane >= s) x += y;
       }
-      __syncthreads();
+      cnt[d * ORDER_THREADS + t] = x - c;
+      if (lane == 31) wsum[warp][d] = x;
     }
-  for (int i = threadIdx.x; i < VC_ORDER_WINDOW; i += ORDER_THREADS)
-    if (base + i < n_out) order[base + i] = (int32_t)(base + (key[i] & 0xffffffffu));
+    __syncthreads(); /* also: every key of the window is in registers before the scatter */
+    if (t < ORDER_BINS) { /* warp prefixes within digit t, then its total */
+      uint32_t run = 0;
+      for (int w = 0; w < ORDER_THREADS / 32; w++) {
+        const uint32_t v = wsum[w][t];
+        wsum[w][t] = run;
+        run += v;
+      }
+      dbase[t] = run;
+    }
+    __syncthreads();
+    if (t == 0) {
+      uint32_t run = 0;
+      for (int d = 0; d < ORDER_BINS; d++) {
+        const uint32_t v = dbase[d];
+        dbase[d] = run;
+        run += v;
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int d = 0; d < ORDER_BINS; d++)
+      cnt[d * ORDER_THREADS + t] += dbase[d] + wsum[warp][d];
+#pragma unroll
+    for (int i = 0; i < ORDER_ITEMS; i++) {
+      const uint32_t at = cnt[((k[i] >> shift) & (ORDER_BINS - 1)) * ORDER_THREADS + t]++;
+      key[ORDER_PAD(at)] = k[i];
+    }
+    __syncthreads();
+  }
+  for (int i = t; i < VC_ORDER_WINDOW; i += ORDER_THREADS)
+    if (base + i < n_out) order[base + i] = (int32_t)(base + (key[ORDER_PAD(i)] & (VC_ORDER_WINDOW - 1)));
 }
 
 __global__ static void k_block_masks(const uint32_t *mask, const int32_t *order, int64_t n_out, int W, uint32_t *blk) {
@@ -264,7 +357,7 @@ __global__ static void k_block_masks(const uint32_t *mask, const int32_t *order,
   } while (0)
 
 static vc_status dev_alloc(vc_context *ctx, void **ptr, size_t bytes, cudaStream_t s, const char *what) {
-  cudaError_t e = cudaMallocAsync(ptr, bytes ? bytes : 16, s);
+  cudaError_t e = cudaMallocFromPoolAsync(ptr, bytes ? bytes : 16, vc_cuda(ctx)->pool, s);
   if (e != cudaSuccess) {
     cudaGetLastError();
     *ptr = NULL;
@@ -389,10 +482,11 @@ __global__ static void k_pair_offsets(const int64_t *start, const int32_t *cnt, 
     off[r] = r < K ? start[(int64_t)r * nblk] : start[nblk * K - 1] + cnt[nblk * K - 1];
 }
 
-/* nb -> p->offsets (host), p->pair_in, p->pair_out; also checks the input flags (flags[0..1]
- * of hash_inputs, or ~0 for inverse plans) at this, the build's synchronisation. */
-static vc_status compact_pairs(vc_context *ctx, vc_plan *p, const int32_t *coords, const int32_t *nb, scratch *t,
-                               const unsigned long long *flags) {
+/* Column counts -> p->offsets (host), p->pair_in, p->pair_out; also checks the input flags
+ * (flags[0..1] of hash_inputs, or ~0 for inverse plans) at this, the build's
+ * synchronisation. cnt holds the counts of every (offset, row block) from the row kernels. */
+static vc_status compact_pairs(vc_context *ctx, vc_plan *p, const int32_t *coords, const int32_t *nb,
+                               const int32_t *cnt, scratch *t, const unsigned long long *flags) {
   const cudaStream_t s = t->s;
   const int K = p->kvol;
   const int64_t nblk = p->n_out ? (p->n_out + PAIR_ROWS - 1) / PAIR_ROWS : 0, ncnt = nblk * K;
@@ -407,18 +501,14 @@ static vc_status compact_pairs(vc_context *ctx, vc_plan *p, const int32_t *coord
     TRY(dev_alloc(ctx, (void **)&p->pair_in, 16, s, "the kernel map"));
     return dev_alloc(ctx, (void **)&p->pair_out, 16, s, "the kernel map");
   }
-  int32_t *cnt;
-  int64_t *start;
+  int64_t *start, *doff;
   void *tmp;
-  TRY(scratch_alloc(ctx, t, (void **)&cnt, (size_t)ncnt * sizeof(int32_t), "pair counts"));
   TRY(scratch_alloc(ctx, t, (void **)&start, (size_t)ncnt * sizeof(int64_t), "pair counts"));
   TRY(scratch_alloc(ctx, t, &tmp, vc_cuda_scan_tmp_bytes(ncnt), "pair counts"));
-  k_count_pairs<<<(unsigned)nblk, 256, 0, s>>>(nb, p->n_out, K, cnt);
-  vc_cuda_scan_exclusive(cnt, start, ncnt, tmp, s);
-  VC_CUDA_TRY(ctx, cudaGetLastError());
-  int64_t *doff;
   TRY(scratch_alloc(ctx, t, (void **)&doff, (size_t)(K + 1) * sizeof(int64_t), "pair offsets"));
+  vc_cuda_scan_exclusive(cnt, start, ncnt, tmp, s);
   k_pair_offsets<<<1, 128, 0, s>>>(start, cnt, nblk, K, doff);
+  VC_CUDA_TRY(ctx, cudaGetLastError());
   unsigned long long h[2];
   VC_CUDA_TRY(ctx, cudaMemcpyAsync(p->offsets, doff, (size_t)(K + 1) * sizeof(int64_t), cudaMemcpyDeviceToHost, s));
   VC_CUDA_TRY(ctx, cudaMemcpyAsync(h, flags, sizeof h, cudaMemcpyDeviceToHost, s));
@@ -430,23 +520,21 @@ static vc_status compact_pairs(vc_context *ctx, vc_plan *p, const int32_t *coord
     if (p->offsets[r + 1] - p->offsets[r] > p->max_pairs) p->max_pairs = p->offsets[r + 1] - p->offsets[r];
   TRY(dev_alloc(ctx, (void **)&p->pair_in, (size_t)p->n_pairs * sizeof(int32_t), s, "the kernel map"));
   TRY(dev_alloc(ctx, (void **)&p->pair_out, (size_t)p->n_pairs * sizeof(int32_t), s, "the kernel map"));
-  k_write_pairs<<<(unsigned)nblk, 256, 0, s>>>(nb, p->n_out, K, start, p->pair_in, p->pair_out);
+  k_write_pairs<<<(unsigned)nblk, PAIR_ROWS, 0, s>>>(nb, p->n_out, K, start, p->pair_in, p->pair_out);
   VC_CUDA_TRY(ctx, cudaGetLastError());
   return VC_OK;
 }
 
-/* Row masks, Gray order, block masks and (non-submanifold) the reverse table. */
+/* Gray order, block masks and (non-submanifold) the reverse table; row masks exist already. */
 static vc_status encodings(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, cudaStream_t s) {
-  const int K = p->kvol, W = (K + 31) / 32;
+  const int K = p->kvol, W = cp->mask_words;
   const int64_t n = p->n_out, nblk = (n + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK;
-  cp->mask_words = W;
-  TRY(dev_alloc(ctx, (void **)&cp->mask, (size_t)n * W * sizeof(uint32_t), s, "row masks"));
   TRY(dev_alloc(ctx, (void **)&cp->order, (size_t)n * sizeof(int32_t), s, "the row order"));
   TRY(dev_alloc(ctx, (void **)&cp->blk_mask, (size_t)nblk * W * sizeof(uint32_t), s, "block masks"));
   if (n > 0) {
-    k_masks<<<vc_grid(n), 256, 0, s>>>(cp->nb, n, K, W, cp->mask);
+    const int bits = (min(K, 32) + 3) / 4 * 4; /* the Gray rank of mask word 0 */
     k_order<<<(unsigned)((n + VC_ORDER_WINDOW - 1) / VC_ORDER_WINDOW), ORDER_THREADS, ORDER_SMEM, s>>>(cp->mask, n, W,
-                                                                                                     cp->order);
+                                                                                                     bits, cp->order);
     k_block_masks<<<vc_grid(nblk * W), 256, 0, s>>>(cp->mask, cp->order, n, W, cp->blk_mask);
   }
   if (p->desc.kind != VC_CONV_SUBMANIFOLD) {
@@ -500,26 +588,37 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
     }
   }
 
-  const int64_t nbn = p->n_out * g.K;
+  /* nb, row masks and the per-block column counts the pair scan needs */
+  const int64_t nbn = p->n_out * g.K, nrb = (p->n_out + PAIR_ROWS - 1) / PAIR_ROWS;
+  const int W = (g.K + 31) / 32;
+  int32_t *cnt;
+  cp->mask_words = W;
   TRY(dev_alloc(ctx, (void **)&cp->nb, (size_t)nbn * sizeof(int32_t), s, "the neighbour table"));
-  VC_CUDA_TRY(ctx, cudaMemsetAsync(cp->nb, 0xff, (size_t)nbn * sizeof(int32_t), s));
+  TRY(dev_alloc(ctx, (void **)&cp->mask, (size_t)p->n_out * W * sizeof(uint32_t), s, "row masks"));
+  TRY(scratch_alloc(ctx, t, (void **)&cnt, (size_t)(nrb * g.K) * sizeof(int32_t), "pair counts"));
   if (p->n_out > 0) {
-    if (kind == VC_CONV_SUBMANIFOLD)
-      k_neighbors_submanifold<<<vc_grid(p->n_out * (g.K / 2 + 1)), 256, 0, s>>>(p->in_coords, p->n_out, g, table, mask,
-                                                                                cp->nb);
-    else if (kind == VC_CONV_INVERSE) {
+    if (kind == VC_CONV_INVERSE) {
       int64_t *doff;
       TRY(scratch_alloc(ctx, t, (void **)&doff, (size_t)(g.K + 1) * sizeof(int64_t), "offsets"));
       VC_CUDA_TRY(ctx, cudaMemcpyAsync(doff, paired->offsets, (size_t)(g.K + 1) * sizeof(int64_t), cudaMemcpyHostToDevice, s));
+      VC_CUDA_TRY(ctx, cudaMemsetAsync(cp->nb, 0xff, (size_t)nbn * sizeof(int32_t), s));
       k_inverse_neighbors<<<vc_grid(paired->n_pairs), 256, 0, s>>>(doff, g.K, paired->pair_in, paired->pair_out,
                                                                    paired->n_pairs, cp->nb);
+      k_row_stats<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(cp->nb, p->n_out, g.K, W, cp->mask, cnt);
+    } else if (kind == VC_CONV_SUBMANIFOLD) {
+      /* half the lookups and scattered mirror writes beat k_lookup_rows' full set of
+         lookups with coalesced writes (0.79 vs 0.96 ms at 1 M sites): probes dominate */
+      VC_CUDA_TRY(ctx, cudaMemsetAsync(cp->nb, 0xff, (size_t)nbn * sizeof(int32_t), s));
+      k_neighbors_submanifold<<<vc_grid(p->n_out * (g.K / 2 + 1)), 256, 0, s>>>(p->in_coords, p->n_out, g, table, mask,
+                                                                                cp->nb);
+      k_row_stats<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(cp->nb, p->n_out, g.K, W, cp->mask, cnt);
     } else {
-      k_neighbors<<<vc_grid(nbn), 256, 0, s>>>(p->out_coords, p->n_out, g, kind == VC_CONV_TRANSPOSED, table, mask,
-                                                cp->nb);
+      k_lookup_rows<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(p->out_coords, p->n_out, g, kind == VC_CONV_TRANSPOSED, table,
+                                                        mask, cp->nb, cp->mask, W, cnt);
     }
     VC_CUDA_TRY(ctx, cudaGetLastError());
   }
-  TRY(compact_pairs(ctx, p, coords, cp->nb, t, flags));
+  TRY(compact_pairs(ctx, p, coords, cp->nb, cnt, t, flags));
   TRY(dev_alloc(ctx, (void **)&cp->offsets_dev, (size_t)(g.K + 1) * sizeof(int64_t), s, "pair offsets"));
   VC_CUDA_TRY(ctx, cudaMemcpyAsync(cp->offsets_dev, p->offsets, (size_t)(g.K + 1) * sizeof(int64_t), cudaMemcpyHostToDevice, s));
   TRY(encodings(ctx, p, cp, s));
