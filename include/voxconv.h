@@ -44,7 +44,7 @@ extern "C" {
 #endif
 
 #define VC_VERSION_MAJOR 0
-#define VC_VERSION_MINOR 1
+#define VC_VERSION_MINOR 2
 #define VC_VERSION_PATCH 0
 
 /* Supported coordinate range: anything outside is VC_ERR_OUT_OF_RANGE. */
@@ -114,13 +114,21 @@ typedef struct vc_plan vc_plan;
  * Submanifold: odd kernel, stride 1, padding exactly (kernel_size/2)*dilation.
  * Inverse: must equal the paired plan's descriptor apart from `kind`. */
 typedef struct vc_conv_desc {
-  size_t struct_size; /* sizeof(vc_conv_desc) */
+  size_t struct_size; /* sizeof(vc_conv_desc); 0.1 callers' shorter struct still works */
   vc_conv_kind kind;
   int32_t kernel_size[3];
   int32_t stride[3];
   int32_t padding[3];
   int32_t dilation[3];
+  /* Since 0.2 (read as 0 from a shorter struct). Sparse and transposed kinds: when
+   * output_bound[a] > 0, only sites with 0 <= coordinate < output_bound[a] on axis a are
+   * outputs, and pairs that reach other sites are dropped (spconv's output spatial shape).
+   * 0: unbounded. Must be 0 for submanifold and inverse plans. */
+  int32_t output_bound[3];
 } vc_conv_desc;
+
+/* Size of the 0.1 descriptor, the oldest vc_plan_create accepts. */
+#define VC_CONV_DESC_SIZE_0_1 offsetof(vc_conv_desc, output_bound)
 
 /* Per-call arguments of the execute functions. */
 typedef struct vc_conv_args {

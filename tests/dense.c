@@ -92,6 +92,10 @@ vc_oracle *vc_oracle_build(const vc_conv_desc *d, const int32_t *in, int64_t n_i
         plo[a] = o->lo[a] * s - pad;
         phi[a] = hi[a] * s - pad + ext;
       }
+      if (d->output_bound[a] > 0) { /* only sites inside the bound are outputs */
+        if (plo[a] < 0) plo[a] = 0;
+        if (phi[a] > d->output_bound[a] - 1) phi[a] = d->output_bound[a] - 1;
+      }
     }
     int64_t cap = 1024;
     o->out_coords = malloc((size_t)cap * 4 * sizeof(int32_t));

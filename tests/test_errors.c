@@ -305,7 +305,7 @@ static void test_errors_plan_null_pointers(void) {
 static void test_errors_plan_desc_struct_size(void) {
   vc_context *ctx = cpu_ctx();
   int32_t *c = box_coords(5);
-  const size_t sizes[3] = {0, sizeof(size_t), sizeof(vc_conv_desc) - 1};
+  const size_t sizes[3] = {0, sizeof(size_t), VC_CONV_DESC_SIZE_0_1 - 1};
   for (int i = 0; i < 3; i++) {
     vc_conv_desc d;
     vc_conv_desc_init(&d, VC_CONV_SUBMANIFOLD, 3, 1, -1, 1);
@@ -314,6 +314,39 @@ static void test_errors_plan_desc_struct_size(void) {
     snprintf(needle, sizeof needle, "desc->struct_size = %zu", sizes[i]);
     EXPECT_PLAN_FAIL(ctx, ctx, &d, c, 5, NULL, VC_ERR_INVALID_ARGUMENT, needle);
   }
+  free(c);
+  vc_context_destroy(ctx);
+}
+
+/* A 0.1 caller's shorter descriptor still works: the fields past its size read as 0. */
+static void test_plan_desc_0_1_size_accepted(void) {
+  vc_context *ctx = cpu_ctx();
+  int32_t *c = box_coords(5);
+  vc_conv_desc d;
+  vc_conv_desc_init(&d, VC_CONV_SPARSE, 2, 2, 0, 1);
+  d.struct_size = VC_CONV_DESC_SIZE_0_1;
+  for (int a = 0; a < 3; a++) d.output_bound[a] = -7; /* beyond the caller's struct: ignored */
+  vc_plan *p = NULL;
+  CHECK_OK(ctx, vc_plan_create(ctx, &d, c, 5, NULL, NULL, &p));
+  CHECK(p && vc_plan_desc(p)->output_bound[0] == 0 && vc_plan_desc(p)->struct_size == sizeof(vc_conv_desc),
+        "0.1-sized descriptor: bound %d", p ? vc_plan_desc(p)->output_bound[0] : -1);
+  vc_plan_destroy(p);
+  free(c);
+  vc_context_destroy(ctx);
+}
+
+static void test_errors_plan_desc_output_bound(void) {
+  vc_context *ctx = cpu_ctx();
+  int32_t *c = box_coords(5);
+  vc_conv_desc d;
+  vc_conv_desc_init(&d, VC_CONV_SPARSE, 2, 2, 0, 1);
+  d.output_bound[1] = -3;
+  EXPECT_PLAN_FAIL(ctx, ctx, &d, c, 5, NULL, VC_ERR_INVALID_ARGUMENT,
+                   "desc->output_bound[1] = -3 is negative (0: unbounded)");
+  vc_conv_desc_init(&d, VC_CONV_SUBMANIFOLD, 3, 1, -1, 1);
+  d.output_bound[2] = 8;
+  EXPECT_PLAN_FAIL(ctx, ctx, &d, c, 5, NULL, VC_ERR_INVALID_ARGUMENT,
+                   "desc->output_bound[2] = 8, but a submanifold plan's outputs are given (it must be 0)");
   free(c);
   vc_context_destroy(ctx);
 }
@@ -1168,6 +1201,8 @@ const vc_test_case vc_tests_errors[] = {
     {"errors_context_cuda", test_errors_context_cuda},
     {"errors_plan_null_pointers", test_errors_plan_null_pointers},
     {"errors_plan_desc_struct_size", test_errors_plan_desc_struct_size},
+    {"plan_desc_0_1_size_accepted", test_plan_desc_0_1_size_accepted},
+    {"errors_plan_desc_output_bound", test_errors_plan_desc_output_bound},
     {"errors_plan_desc_bad_kind", test_errors_plan_desc_bad_kind},
     {"errors_plan_kernel_size", test_errors_plan_kernel_size},
     {"errors_plan_stride", test_errors_plan_stride},

@@ -62,6 +62,8 @@ static void random_desc(vc_conv_desc *d, vc_conv_kind kind, int k, int s, int di
       d->padding[a] = d->kernel_size[a] / 2 * dil;
     else
       d->padding[a] = vc_rand_int(0, (d->kernel_size[a] - 1) * dil);
+    /* sometimes spconv's output spatial shape: sites outside [0, bound) are dropped */
+    if (kind != VC_CONV_SUBMANIFOLD && vc_rand_int(0, 1)) d->output_bound[a] = vc_rand_int(0, 6);
   }
 }
 
@@ -73,9 +75,9 @@ static void check_case(vc_conv_kind kind, int k, int s, int dil, bool aniso, int
   vc_conv_desc d;
   random_desc(&d, kind == VC_CONV_INVERSE ? VC_CONV_SPARSE : kind, k, s, dil, aniso);
   char what[160];
-  snprintf(what, sizeof what, "%s k=(%d,%d,%d) s=%d pad=(%d,%d,%d) d=%d n=%lld", vc_kind_name(kind),
+  snprintf(what, sizeof what, "%s k=(%d,%d,%d) s=%d pad=(%d,%d,%d) d=%d bound=(%d,%d,%d) n=%lld", vc_kind_name(kind),
            d.kernel_size[0], d.kernel_size[1], d.kernel_size[2], s, d.padding[0], d.padding[1], d.padding[2], dil,
-           (long long)n);
+           d.output_bound[0], d.output_bound[1], d.output_bound[2], (long long)n);
   vc_plan *p = NULL;
   CHECK_OK(ctx, vc_plan_create(ctx, &d, coords, n, NULL, NULL, &p));
   if (p) {
@@ -84,6 +86,7 @@ static void check_case(vc_conv_kind kind, int k, int s, int dil, bool aniso, int
     if (ok && kind == VC_CONV_INVERSE) {
       vc_conv_desc di = d;
       di.kind = VC_CONV_INVERSE;
+      memset(di.output_bound, 0, sizeof di.output_bound);
       vc_plan *ip = NULL;
       CHECK_OK(ctx, vc_plan_create(ctx, &di, NULL, 0, p, NULL, &ip));
       if (ip) {

@@ -60,15 +60,24 @@ VC_HD static inline uint64_t vc_hash_mix(uint64_t k) {
 /* Conv geometry for the kernel-map builders of both backends. */
 typedef struct vc_geom {
   int32_t k[3], s[3], pad[3], d[3];
-  int32_t K; /* kernel volume */
+  int32_t bound[3]; /* output_bound of the descriptor */
+  int32_t K;        /* kernel volume */
 } vc_geom;
 
 static inline vc_geom vc_geom_of(const vc_conv_desc *d) {
   vc_geom g;
   for (int a = 0; a < 3; a++)
-    g.k[a] = d->kernel_size[a], g.s[a] = d->stride[a], g.pad[a] = d->padding[a], g.d[a] = d->dilation[a];
+    g.k[a] = d->kernel_size[a], g.s[a] = d->stride[a], g.pad[a] = d->padding[a], g.d[a] = d->dilation[a],
+    g.bound[a] = d->output_bound[a];
   g.K = g.k[0] * g.k[1] * g.k[2];
   return g;
+}
+
+/* Whether output site t lies inside the descriptor's output_bound (always, when 0). */
+VC_HD static inline bool vc_geom_in_bound(const vc_geom *g, const int64_t t[3]) {
+  for (int a = 0; a < 3; a++)
+    if (g->bound[a] > 0 && (t[a] < 0 || t[a] >= g->bound[a])) return false;
+  return true;
 }
 
 /* r*d per axis for the flat offset r = (r0*K1 + r1)*K2 + r2. */

@@ -16,11 +16,13 @@ static const char *kind_name(vc_conv_kind k) {
 
 /* Copies the caller's descriptor (which may be an older, shorter struct) and checks it. */
 static vc_status desc_validate(vc_context *ctx, const vc_conv_desc *in, vc_conv_desc *d) {
-  if (in->struct_size < sizeof(vc_conv_desc))
+  if (in->struct_size < VC_CONV_DESC_SIZE_0_1)
     return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT,
                    "vc_plan_create: desc->struct_size = %zu, expected %zu (set it to sizeof(vc_conv_desc))",
                    in->struct_size, sizeof(vc_conv_desc));
-  *d = *in;
+  /* fields past the caller's struct_size read as 0; a newer caller's extra bytes are ignored */
+  memset(d, 0, sizeof *d);
+  memcpy(d, in, in->struct_size < sizeof *d ? in->struct_size : sizeof *d);
   d->struct_size = sizeof *d;
   if ((unsigned)d->kind > VC_CONV_TRANSPOSED)
     return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "vc_plan_create: desc->kind = %d is not a vc_conv_kind",
@@ -40,6 +42,14 @@ static vc_status desc_validate(vc_context *ctx, const vc_conv_desc *in, vc_conv_
       return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT,
                      "vc_plan_create: desc->padding[%d] = %d is outside [0, (kernel_size-1)*dilation = %d]",
                      a, p, (k - 1) * dl);
+    const int32_t bound = d->output_bound[a];
+    if (bound < 0)
+      return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "vc_plan_create: desc->output_bound[%d] = %d is negative (0: unbounded)",
+                     a, bound);
+    if (bound > 0 && (d->kind == VC_CONV_SUBMANIFOLD || d->kind == VC_CONV_INVERSE))
+      return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT,
+                     "vc_plan_create: desc->output_bound[%d] = %d, but a %s plan's outputs are given (it must be 0)", a,
+                     bound, d->kind == VC_CONV_SUBMANIFOLD ? "submanifold" : "inverse");
     if (d->kind == VC_CONV_SUBMANIFOLD) {
       if (k % 2 == 0)
         return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT,

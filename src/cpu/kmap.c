@@ -46,6 +46,7 @@ static vc_status output_sites(vc_context *ctx, const vc_geom *g, const int32_t *
       int64_t t[3];
       if (transposed) vc_geom_scale(g, c, r, t);
       else if (!vc_geom_unscale(g, c, r, t)) continue;
+      if (!vc_geom_in_bound(g, t)) continue;
       if (!vc_site_in_range(c[0], t[0], t[1], t[2])) {
         free(keys);
         vc_hash_free(&seen);

@@ -67,7 +67,7 @@ __global__ static void k_out_candidates(const int32_t *c, int64_t n, vc_geom g, 
     const int64_t i = j / g.K;
     const int r = (int)(j % g.K);
     int64_t t[3];
-    if (!candidate(g, transposed, c + 4 * i, r, t)) continue;
+    if (!candidate(g, transposed, c + 4 * i, r, t) || !vc_geom_in_bound(&g, t)) continue;
     if (!vc_site_in_range(c[4 * i], t[0], t[1], t[2])) {
       atomicMin(bad, (unsigned long long)j);
       continue;

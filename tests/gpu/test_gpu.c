@@ -183,14 +183,16 @@ static void desc_random(vc_conv_desc *d, vc_conv_kind kind, int k, int s, int di
     }
     const int32_t reach = (d->kernel_size[a] - 1) * d->dilation[a];
     d->padding[a] = subm ? reach / 2 : vc_rand_int(0, reach);
+    /* sometimes spconv's output spatial shape (sparse and transposed kinds only) */
+    if ((kind == VC_CONV_SPARSE || kind == VC_CONV_TRANSPOSED) && vc_rand_int(0, 1)) d->output_bound[a] = vc_rand_int(0, 12);
   }
 }
 
 static void desc_describe(char *buf, size_t len, const vc_conv_desc *d, int64_t n) {
-  snprintf(buf, len, "%s k=(%d,%d,%d) s=(%d,%d,%d) p=(%d,%d,%d) d=(%d,%d,%d) n=%lld", vc_kind_name(d->kind),
-           d->kernel_size[0], d->kernel_size[1], d->kernel_size[2], d->stride[0], d->stride[1], d->stride[2],
-           d->padding[0], d->padding[1], d->padding[2], d->dilation[0], d->dilation[1], d->dilation[2],
-           (long long)n);
+  snprintf(buf, len, "%s k=(%d,%d,%d) s=(%d,%d,%d) p=(%d,%d,%d) d=(%d,%d,%d) bound=(%d,%d,%d) n=%lld",
+           vc_kind_name(d->kind), d->kernel_size[0], d->kernel_size[1], d->kernel_size[2], d->stride[0], d->stride[1],
+           d->stride[2], d->padding[0], d->padding[1], d->padding[2], d->dilation[0], d->dilation[1], d->dilation[2],
+           d->output_bound[0], d->output_bound[1], d->output_bound[2], (long long)n);
 }
 
 /* A box [lo, hi] per axis that n sites in nb batches fill to about 40 %: full neighbourhoods
