@@ -103,8 +103,11 @@ $(BUILD)/vc_gpu_tests: $(GPU_TEST_OBJS) $(BUILD)/libvoxconv.a
 
 gpu-tests: all $(if $(HAVE_CUDA),$(BUILD)/vc_gpu_tests)
 
+# PYTHON_TESTS=0 skips the binding's tests (the sanitizer build: Python is not instrumented).
+PYTHON_TESTS ?= 1
 test: all $(BUILD)/vc_tests $(BUILD)/readme_example $(if $(GPU_TEST_SRCS),gpu-tests)
 	@sh tests/run.sh $(BUILD)
+	@$(if $(filter 1,$(PYTHON_TESTS)),sh tests/python/run.sh $(BUILD),echo "python tests: skipped")
 
 demo: all
 	$(BUILD)/voxconv demo
@@ -113,7 +116,7 @@ bench: all
 	$(BUILD)/voxconv bench-cpu
 
 asan:
-	@$(MAKE) --no-print-directory test BUILD=build-asan OPT=-O1 \
+	@$(MAKE) --no-print-directory test BUILD=build-asan OPT=-O1 PYTHON_TESTS=0 \
 	  CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 	  LIBS="$(LIBS) -fsanitize=address,undefined"
 

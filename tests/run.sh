@@ -5,4 +5,4 @@ B=${1:-build}
 echo "== README example"
 "$B/readme_example"
 echo "== test suite"
-exec "$B/vc_tests"
+"$B/vc_tests"

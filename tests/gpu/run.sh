@@ -14,7 +14,7 @@
 set -euo pipefail
 
 OUT="${OUT:-/tmp/vcout}"
-STEPS="${VC_STEPS:-info build tests memcheck racecheck bench}"
+STEPS="${VC_STEPS:-info build tests torch memcheck racecheck bench}"
 T_TESTS="${VC_TIMEOUT_TESTS:-400}"
 T_SANITIZER="${VC_TIMEOUT_SANITIZER:-400}"
 T_BENCH="${VC_TIMEOUT_BENCH:-400}"
@@ -119,6 +119,16 @@ sanitize() {
 step_memcheck() { sanitize memcheck --leak-check full; }
 step_racecheck() { sanitize racecheck; }
 
+step_torch() {
+  local status=0
+  python3 -c "import torch" 2>/dev/null || { echo "run.sh: torch is not installed"; return 1; }
+  VC_SKIP_PIP=1 PYTHONPATH=python VOXCONV_LIBRARY=build/libvoxconv.so timeout -k 10 "$T_TESTS" \
+    python3 tests/python/test_numpy.py 2>&1 | tee "$OUT/python_tests.log" || status=$?
+  PYTHONPATH=python VOXCONV_LIBRARY=build/libvoxconv.so timeout -k 10 "$T_TESTS" \
+    python3 tests/gpu/test_torch.py 2>&1 | tee "$OUT/torch_tests.log" || status=$?
+  return $status
+}
+
 step_bench() {
   if ! build/voxconv bench --help >/dev/null 2>&1; then
     echo "build/voxconv has no bench command yet: skipped"
@@ -130,6 +140,7 @@ step_bench() {
 run_step info step_info
 run_step build step_build
 run_step tests step_tests
+run_step torch step_torch
 run_step memcheck step_memcheck
 run_step racecheck step_racecheck
 run_step bench step_bench

@@ -1,0 +1,266 @@
+"""ctypes declarations of include/voxconv.h and small owning wrappers around its objects.
+
+Every exported C function is declared here with its argtypes and restype (the test suite
+checks the list against the header). A failing status raises VoxconvError carrying
+vc_last_error. The library is found, in order, at $VOXCONV_LIBRARY, next to this package
+(what `pip install ./python` bundles), or in the source tree's build/ directory.
+"""
+import ctypes
+import os
+import threading
+from ctypes import POINTER, c_char_p, c_int, c_int32, c_int64, c_size_t, c_void_p
+
+# ---- enums (values of voxconv.h) -------------------------------------------------------
+
+STATUS_NAMES = ["VC_OK", "VC_ERR_INVALID_ARGUMENT", "VC_ERR_OUT_OF_RANGE", "VC_ERR_DUPLICATE_COORDS",
+                "VC_ERR_UNSUPPORTED", "VC_ERR_OUT_OF_MEMORY", "VC_ERR_DEVICE", "VC_ERR_IO", "VC_ERR_INTERNAL"]
+DEVICE_CPU, DEVICE_CUDA = 0, 1
+DTYPE_F32, DTYPE_F16, DTYPE_BF16 = 0, 1, 2
+MATH_F32, MATH_TF32 = 0, 1
+KINDS = {"submanifold": 0, "sparse": 1, "inverse": 2, "transposed": 3}
+PASS_FORWARD, PASS_BACKWARD_DATA, PASS_BACKWARD_WEIGHT = 0, 1, 2
+ALGOS = {"auto": 0, "reference": 1, "explicit": 2, "implicit": 3, "masked": 4, "grouped": 5}
+ALGO_NAMES = {v: k for k, v in ALGOS.items()}
+KERNEL_MAX, STRIDE_MAX, DILATION_MAX = 7, 4, 4
+
+
+class VoxconvError(RuntimeError):
+    """A voxconv call failed: .status is the vc_status name, the text is vc_last_error."""
+
+    def __init__(self, status, message):
+        self.status = STATUS_NAMES[status] if 0 <= status < len(STATUS_NAMES) else str(status)
+        super().__init__(message)
+
+
+class ConvDesc(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t), ("kind", c_int), ("kernel_size", c_int32 * 3), ("stride", c_int32 * 3),
+                ("padding", c_int32 * 3), ("dilation", c_int32 * 3), ("output_bound", c_int32 * 3)]
+
+
+class ConvArgs(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t), ("in_channels", c_int64), ("out_channels", c_int64), ("dtype", c_int),
+                ("math", c_int), ("algo", c_int)]
+
+
+# ---- loading -------------------------------------------------------------------------
+
+def _candidates():
+    env = os.environ.get("VOXCONV_LIBRARY")
+    if env:
+        return [env]
+    here = os.path.dirname(os.path.abspath(__file__))
+    return [os.path.join(here, "libvoxconv.so"), os.path.join(here, "..", "..", "build", "libvoxconv.so")]
+
+
+def _load():
+    tried = []
+    for path in _candidates():
+        if os.path.exists(path):
+            return ctypes.CDLL(os.path.abspath(path)), os.path.abspath(path)
+        tried.append(path)
+    raise ImportError("voxconv: libvoxconv.so not found (tried %s); build it with `make` or set VOXCONV_LIBRARY"
+                      % ", ".join(tried))
+
+
+lib, library_path = _load()
+
+_P = c_void_p  # opaque handles and device/host data pointers
+# name: (restype, argtypes)
+SIGNATURES = {
+    "vc_status_string": (c_char_p, [c_int]),
+    "vc_last_error": (c_char_p, [_P]),
+    "vc_version": (c_char_p, []),
+    "vc_context_create": (c_int, [c_int, c_int, POINTER(_P)]),
+    "vc_context_destroy": (None, [_P]),
+    "vc_context_device_kind": (c_int, [_P]),
+    "vc_conv_desc_init": (None, [POINTER(ConvDesc), c_int, c_int32, c_int32, c_int32, c_int32]),
+    "vc_conv_args_init": (None, [POINTER(ConvArgs), c_int64, c_int64, c_int]),
+    "vc_dtype_size": (c_size_t, [c_int]),
+    "vc_plan_create": (c_int, [_P, POINTER(ConvDesc), _P, c_int64, _P, _P, POINTER(_P)]),
+    "vc_plan_destroy": (None, [_P]),
+    "vc_plan_in_count": (c_int64, [_P]),
+    "vc_plan_out_count": (c_int64, [_P]),
+    "vc_plan_kernel_volume": (c_int32, [_P]),
+    "vc_plan_pair_count": (c_int64, [_P]),
+    "vc_plan_desc": (POINTER(ConvDesc), [_P]),
+    "vc_plan_out_coords": (c_int, [_P, _P, _P]),
+    "vc_plan_kernel_map": (c_int, [_P, _P, _P, _P, _P]),
+    "vc_conv_workspace_size": (c_int, [_P, POINTER(ConvArgs), c_int, POINTER(c_size_t)]),
+    "vc_conv_forward": (c_int, [_P, _P, POINTER(ConvArgs), _P, _P, _P, _P, _P, c_size_t, _P]),
+    "vc_conv_backward_data": (c_int, [_P, _P, POINTER(ConvArgs), _P, _P, _P, _P, c_size_t, _P]),
+    "vc_conv_backward_weight": (c_int, [_P, _P, POINTER(ConvArgs), _P, _P, _P, _P, _P, c_size_t, _P]),
+    "vc_conv_algo_for": (c_int, [_P, POINTER(ConvArgs), c_int, POINTER(c_int)]),
+    "vc_conv_tune": (c_int, [_P, _P, POINTER(ConvArgs), c_int, _P, POINTER(c_int)]),
+    "vc_convert_from_f32": (c_int, [c_int, _P, _P, c_int64]),
+    "vc_convert_to_f32": (c_int, [c_int, _P, _P, c_int64]),
+}
+for _name, (_res, _args) in SIGNATURES.items():
+    _fn = getattr(lib, _name)
+    _fn.restype, _fn.argtypes = _res, _args
+
+# The structs must match the library's: its init functions write their own sizeof.
+_d, _a = ConvDesc(), ConvArgs()
+lib.vc_conv_desc_init(ctypes.byref(_d), 0, 3, 1, -1, 1)
+lib.vc_conv_args_init(ctypes.byref(_a), 1, 1, 0)
+if _d.struct_size != ctypes.sizeof(ConvDesc) or _a.struct_size != ctypes.sizeof(ConvArgs):
+    raise ImportError("voxconv: %s was built from another header (vc_conv_desc %d bytes, here %d; vc_conv_args %d, "
+                      "here %d)" % (library_path, _d.struct_size, ctypes.sizeof(ConvDesc), _a.struct_size,
+                                    ctypes.sizeof(ConvArgs)))
+
+version = lib.vc_version().decode()
+
+
+def check(status, ctx_handle=None):
+    """Raises VoxconvError for a failing status, with the context's last error."""
+    if status != 0:
+        text = lib.vc_last_error(ctx_handle)
+        raise VoxconvError(status, text.decode() if text else STATUS_NAMES[status])
+
+
+# ---- owning wrappers -----------------------------------------------------------------
+
+def _triple(v, name):
+    t = tuple(int(x) for x in v) if isinstance(v, (tuple, list)) else (int(v),) * 3
+    if len(t) != 3:
+        raise ValueError("voxconv: %s needs 1 or 3 values, got %r" % (name, v))
+    return t
+
+
+def make_desc(kind, kernel_size, stride=1, padding=None, dilation=1, output_bound=None):
+    """A vc_conv_desc. padding None: (k//2)*d for submanifold, 0 otherwise. output_bound
+    None or 0 per axis: unbounded (the library validates everything else)."""
+    if kind not in KINDS:
+        raise ValueError("voxconv: kind %r is not one of %s" % (kind, ", ".join(KINDS)))
+    k, s, d = _triple(kernel_size, "kernel_size"), _triple(stride, "stride"), _triple(dilation, "dilation")
+    if padding is None:
+        p = tuple((k[a] // 2) * d[a] if kind == "submanifold" else 0 for a in range(3))
+    else:
+        p = _triple(padding, "padding")
+    desc = ConvDesc()
+    lib.vc_conv_desc_init(ctypes.byref(desc), KINDS[kind], 1, 1, 0, 1)
+    for a in range(3):
+        desc.kernel_size[a], desc.stride[a], desc.padding[a], desc.dilation[a] = k[a], s[a], p[a], d[a]
+    if output_bound is not None:
+        b = _triple(output_bound, "output_bound")
+        for a in range(3):
+            desc.output_bound[a] = b[a]
+    return desc
+
+
+class Context:
+    """A vc_context for one device ('cpu', or 'cuda' with an index). The C context may be
+    used by one thread at a time, and ctypes releases the GIL, so every call takes .lock."""
+
+    def __init__(self, kind="cpu", index=0):
+        self.kind, self.index = kind, index
+        self.lock = threading.RLock()
+        h = _P()
+        check(lib.vc_context_create(DEVICE_CUDA if kind == "cuda" else DEVICE_CPU, int(index), ctypes.byref(h)))
+        self.handle = h
+
+    def close(self):
+        if getattr(self, "handle", None):
+            lib.vc_context_destroy(self.handle)
+            self.handle = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: the library may be gone already
+            pass
+
+
+class Plan:
+    """A vc_plan over `n` sites at `coords_ptr` (host memory for CPU contexts, device memory
+    for CUDA). Keeps its context and paired plan alive: a plan must not outlive either."""
+
+    def __init__(self, ctx, desc, coords_ptr, n, paired=None, stream=None):
+        self.ctx, self.paired, self.desc = ctx, paired, desc
+        h = _P()
+        with ctx.lock:
+            check(lib.vc_plan_create(ctx.handle, ctypes.byref(desc), coords_ptr, int(n),
+                                     paired.handle if paired is not None else None, stream, ctypes.byref(h)),
+                  ctx.handle)
+        self.handle = h
+        self.in_count = lib.vc_plan_in_count(h)
+        self.out_count = lib.vc_plan_out_count(h)
+        self.kernel_volume = lib.vc_plan_kernel_volume(h)
+        self.pair_count = lib.vc_plan_pair_count(h)
+
+    def out_coords_into(self, ptr, stream=None):
+        with self.ctx.lock:
+            check(lib.vc_plan_out_coords(self.handle, ptr, stream), self.ctx.handle)
+
+    def kernel_map_into(self, offsets_ptr, in_ptr, out_ptr, stream=None):
+        with self.ctx.lock:
+            check(lib.vc_plan_kernel_map(self.handle, offsets_ptr, in_ptr, out_ptr, stream), self.ctx.handle)
+
+    def workspace_size(self, args, pass_):
+        n = c_size_t()
+        with self.ctx.lock:
+            check(lib.vc_conv_workspace_size(self.handle, ctypes.byref(args), pass_, ctypes.byref(n)), self.ctx.handle)
+        return n.value
+
+    def algo_for(self, args, pass_):
+        a = c_int()
+        with self.ctx.lock:
+            check(lib.vc_conv_algo_for(self.handle, ctypes.byref(args), pass_, ctypes.byref(a)), self.ctx.handle)
+        return ALGO_NAMES[a.value]
+
+    def forward(self, args, x, w, bias, y, ws, ws_bytes, stream=None):
+        with self.ctx.lock:
+            check(lib.vc_conv_forward(self.ctx.handle, self.handle, ctypes.byref(args), x, w, bias, y, ws, ws_bytes,
+                                      stream), self.ctx.handle)
+
+    def backward_data(self, args, dy, w, dx, ws, ws_bytes, stream=None):
+        with self.ctx.lock:
+            check(lib.vc_conv_backward_data(self.ctx.handle, self.handle, ctypes.byref(args), dy, w, dx, ws, ws_bytes,
+                                            stream), self.ctx.handle)
+
+    def backward_weight(self, args, x, dy, dw, db, ws, ws_bytes, stream=None):
+        with self.ctx.lock:
+            check(lib.vc_conv_backward_weight(self.ctx.handle, self.handle, ctypes.byref(args), x, dy, dw, db, ws,
+                                              ws_bytes, stream), self.ctx.handle)
+
+    def tune(self, args, pass_, stream=None):
+        a = c_int()
+        with self.ctx.lock:
+            check(lib.vc_conv_tune(self.ctx.handle, self.handle, ctypes.byref(args), pass_, stream, ctypes.byref(a)),
+                  self.ctx.handle)
+        return ALGO_NAMES[a.value]
+
+    def close(self):
+        if getattr(self, "handle", None):
+            lib.vc_plan_destroy(self.handle)
+            self.handle = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def make_args(in_channels, out_channels, dtype, math=MATH_F32, algo="auto"):
+    if algo not in ALGOS:
+        raise ValueError("voxconv: algo %r is not one of %s" % (algo, ", ".join(ALGOS)))
+    a = ConvArgs()
+    lib.vc_conv_args_init(ctypes.byref(a), int(in_channels), int(out_channels), dtype)
+    a.math, a.algo = math, ALGOS[algo]
+    return a
+
+
+def conv_channels(desc, weight_shape, what="weight"):
+    """(Ci, Co) of a [Co, K0, K1, K2, Ci] weight, checked against the descriptor's kernel."""
+    shape = tuple(weight_shape)
+    k = tuple(desc.kernel_size)
+    if len(shape) != 5 or shape[1:4] != k:
+        raise ValueError("voxconv: %s has shape %s, expected [Co, %d, %d, %d, Ci] (spconv's layout)"
+                         % (what, list(shape), k[0], k[1], k[2]))
+    return shape[4], shape[0]
+
+
+def check_rows(shape, rows, cols, what):
+    """A feature matrix must be exactly [rows, cols]: the C API trusts the sizes it is given."""
+    if len(shape) != 2 or shape[0] != rows or shape[1] != cols:
+        raise ValueError("voxconv: %s has shape %s, expected [%d, %d]" % (what, list(shape), rows, cols))
