@@ -89,7 +89,8 @@ find_sanitizer() {
   return 1
 }
 
-# Every "... SUMMARY:" line the sanitizer printed must report 0 errors.
+# Every "ERROR SUMMARY:" line the sanitizer printed must report 0 errors, and every "LEAK
+# SUMMARY:" line (memcheck --leak-check full) 0 bytes leaked.
 summary_clean() {
   local lines
   lines=$(grep -E 'SUMMARY:' "$1" || true)
@@ -98,7 +99,9 @@ summary_clean() {
     return 1
   fi
   echo "$lines"
-  if echo "$lines" | grep -Evq '(^|[^0-9])0 errors'; then return 1; fi
+  if echo "$lines" | grep 'ERROR SUMMARY' | grep -Evq '(^|[^0-9])0 errors'; then return 1; fi
+  if echo "$lines" | grep 'LEAK SUMMARY' | grep -Evq '(^|[^0-9])0 bytes leaked'; then return 1; fi
+  return 0
 }
 
 # sanitize TOOL [OPTIONS...]: the small cases under compute-sanitizer; the tests must pass
