@@ -10,7 +10,6 @@ submanifold layer's forward and backward, and a two-level U-Net trained for 50 s
 import collections
 import os
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
@@ -445,23 +444,7 @@ def test_unet_trains():
     assert losses[-1] < 0.5 * losses[0], "the loss did not fall: %s" % losses[::10]
 
 
-def main():
-    only = sys.argv[1] if len(sys.argv) > 1 else ""
-    tests = [(n, f) for n, f in sorted(globals().items()) if n.startswith("test_") and only in n]
-    failed = 0
-    for name, fn in tests:
-        t0 = time.time()
-        try:
-            fn()
-            print("ok   %-40s %8.1f ms" % (name, 1e3 * (time.time() - t0)), flush=True)
-        except Exception as e:  # report and go on
-            failed += 1
-            import traceback
-            traceback.print_exc()
-            print("FAIL %-40s %s: %s" % (name, type(e).__name__, e), flush=True)
-    print("%d passed, %d failed (torch %s, cuda %s)" % (len(tests) - failed, failed, torch.__version__, CUDA))
-    return 1 if failed else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    import runner
+    sys.exit(runner.run(globals(), "torch %s, cuda %s" % (torch.__version__, CUDA)))

@@ -10,7 +10,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
 
@@ -212,22 +211,7 @@ def test_pip_install_bundles_the_library():
         assert lines[0] == os.path.join(target, "voxconv", "libvoxconv.so") and lines[1] == "1", r.stdout
 
 
-def main():
-    only = sys.argv[1] if len(sys.argv) > 1 else ""
-    tests = [(n, f) for n, f in sorted(globals().items()) if n.startswith("test_") and only in n]
-    failed = 0
-    for name, fn in tests:
-        t0 = time.time()
-        try:
-            fn()
-            print("ok   %-45s %8.1f ms" % (name, 1e3 * (time.time() - t0)))
-        except Exception as e:  # report and go on: every test runs
-            failed += 1
-            print("FAIL %-45s %s: %s" % (name, type(e).__name__, e))
-    print("%d passed, %d failed (python %s, numpy %s, %s)" % (len(tests) - failed, failed, sys.version.split()[0],
-                                                              np.__version__, _capi.library_path))
-    return 1 if failed else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    import runner
+    sys.exit(runner.run(globals(), "python %s, numpy %s, %s" % (sys.version.split()[0], np.__version__,
+                                                                _capi.library_path)))
