@@ -444,6 +444,21 @@ def test_unet_trains():
     assert losses[-1] < 0.5 * losses[0], "the loss did not fall: %s" % losses[::10]
 
 
+def test_readme_quick_start_runs():
+    """The README's PyTorch quick start, extracted and run as written."""
+    if not CUDA:
+        print("  skipped: the quick start uses CUDA")
+        return
+    readme = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "README.md")).read()
+    blocks = [b.split("```")[0] for b in readme.split("```python\n")[1:]]
+    assert blocks, "no python block in README.md"
+    scope = {}
+    exec(compile(blocks[0], "README.md", "exec"), scope)
+    y, idx = scope["y"], scope["indices"]
+    assert torch.equal(y.indices, idx) and tuple(y.features.shape) == (3, 32)
+    assert tuple(scope["dense"].shape) == (1, 32, 16, 16, 16)
+
+
 if __name__ == "__main__":
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
     import runner
