@@ -108,6 +108,16 @@ VC_HD static inline bool vc_geom_unscale(const vc_geom *g, const int32_t *c, int
   return true;
 }
 
+/* The site t that c pairs with through offset r: with `transposed`, t = c*s - pad + r*d
+ * (the output a transposed conv's input writes, the input a strided conv's output reads);
+ * otherwise t with t*s = c + pad - r*d, false unless divisible (the output a strided
+ * conv's input reaches, the input a transposed conv's output reads). */
+VC_HD static inline bool vc_geom_pair(const vc_geom *g, bool transposed, const int32_t *c, int r, int64_t t[3]) {
+  if (!transposed) return vc_geom_unscale(g, c, r, t);
+  vc_geom_scale(g, c, r, t);
+  return true;
+}
+
 typedef struct vc_backend vc_backend;
 
 typedef struct vc_tune_entry {

@@ -44,9 +44,7 @@ static vc_status output_sites(vc_context *ctx, const vc_geom *g, const int32_t *
     const int32_t *c = in + 4 * i;
     for (int r = 0; r < g->K; r++) {
       int64_t t[3];
-      if (transposed) vc_geom_scale(g, c, r, t);
-      else if (!vc_geom_unscale(g, c, r, t)) continue;
-      if (!vc_geom_in_bound(g, t)) continue;
+      if (!vc_geom_pair(g, transposed, c, r, t) || !vc_geom_in_bound(g, t)) continue;
       if (!vc_site_in_range(c[0], t[0], t[1], t[2])) {
         free(keys);
         vc_hash_free(&seen);
@@ -98,10 +96,7 @@ static void fill_neighbors(const vc_geom *g, vc_conv_kind kind, const vc_hash *h
     const int32_t *c = out_coords + 4 * o;
     for (int r = 0; r < K; r++) {
       int64_t q[3];
-      bool ok = true;
-      if (kind == VC_CONV_TRANSPOSED) ok = vc_geom_unscale(g, c, r, q);
-      else vc_geom_scale(g, c, r, q);
-      ok = ok && vc_site_in_range(c[0], q[0], q[1], q[2]);
+      const bool ok = vc_geom_pair(g, kind != VC_CONV_TRANSPOSED, c, r, q) && vc_site_in_range(c[0], q[0], q[1], q[2]);
       nb[o * K + r] = ok ? vc_hash_find(h, vc_key_pack(c[0], (int32_t)q[0], (int32_t)q[1], (int32_t)q[2])) : -1;
     }
   }

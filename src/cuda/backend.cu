@@ -62,7 +62,8 @@ static vc_status cuda_plan_build(vc_context *ctx, vc_plan *p, const int32_t *coo
 }
 
 static vc_status cuda_copy_out(const vc_plan *p, void *dst, const void *src, size_t bytes, void *stream) {
-  VC_CUDA_TRY(p->ctx, cudaSetDevice(p->ctx->device));
+  vc_status st = use_device(p->ctx);
+  if (st != VC_OK) return st;
   VC_CUDA_TRY(p->ctx, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, (cudaStream_t)stream));
   return VC_OK;
 }

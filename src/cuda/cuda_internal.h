@@ -14,6 +14,7 @@ typedef struct vc_cuda_state {
   cublasHandle_t blas;
   cudaMemPool_t pool; /* plan memory: freed blocks stay cached for the next plan (a plan
                          build would otherwise map fresh pages for every buffer) */
+  int order_window;   /* VC_ORDER_WINDOW, or VC_ORDER_WINDOW_SMALL where its sort does not fit */
 } vc_cuda_state;
 
 /* Per-plan device encodings beyond the pair lists (all device memory, plan-owned). */
@@ -21,17 +22,18 @@ typedef struct vc_cuda_plan {
   int32_t *nb;        /* [n_out, K] input row through offset r, or -1 */
   int32_t *nbt;       /* [n_in, K] output row through offset r, or -1 (dgrad); NULL for
                          submanifold, whose reverse map is nb with offset K-1-r */
-  uint32_t *mask;     /* [n_out, mask_words] bit r set when nb[o, r] >= 0 */
   int32_t *order;     /* [n_out] rows grouped by mask (Gray order) within local windows */
-  uint32_t *blk_mask; /* [ceil(n_out / VC_ORDER_BLOCK), mask_words] union of the masks of
-                         each VC_ORDER_BLOCK consecutive rows of `order` */
+  uint32_t *blk_mask; /* [ceil(n_out / VC_ORDER_BLOCK), ceil(K / 32)] union of the row masks
+                         (bit r: the row meets offset r) of each VC_ORDER_BLOCK consecutive
+                         rows of `order` */
   int64_t *offsets_dev; /* [K+1] device copy of the plan's pair offsets */
-  int mask_words;
 } vc_cuda_plan;
 
 /* Rows are sorted by mask within windows of this many rows: larger windows group masks
- * better (fewer offsets per tile), smaller ones keep the gathers local (L2 hits). */
+ * better (fewer offsets per tile), smaller ones keep the gathers local (L2 hits). The small
+ * window serves GPUs whose blocks cannot hold the larger window's sort in shared memory. */
 #define VC_ORDER_WINDOW 16384
+#define VC_ORDER_WINDOW_SMALL 8192
 #define VC_ORDER_BLOCK 64   /* granularity of the per-block active-offset lists */
 
 static inline vc_cuda_state *vc_cuda(vc_context *ctx) { return (vc_cuda_state *)ctx->backend_state; }
@@ -61,7 +63,7 @@ vc_status vc_cuda_plan_build(vc_context *ctx, vc_plan *p, const int32_t *coords,
                              void *stream);
 void vc_cuda_plan_release(vc_plan *p);
 
-/* scan.cu: exclusive prefix sums of n int32 counts (total in *total_dev when non-NULL);
+/* scan.cu: exclusive prefix sums of n int32 counts (the total lands in ((int64_t *)tmp)[ntiles]);
  * `tmp` holds vc_cuda_scan_tmp_bytes(n). */
 size_t vc_cuda_scan_tmp_bytes(int64_t n);
 void vc_cuda_scan_exclusive(const int32_t *in, int64_t *out, int64_t n, void *tmp, cudaStream_t s);

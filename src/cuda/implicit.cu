@@ -7,7 +7,7 @@
  *             A = dy[nbt[m, r]], B = W_r                      (each input row: one block)
  *   wgrad     m = co, n = ci, k = pairs of offset r (split)
  *             A = dy[pair_out]^T, B = x[pair_in]              (fp32 atomics across splits)
- * f16/bf16: mma.sync m16n8k16 fed by ldmatrix from a 3-stage cp.async ring.
+ * f16/bf16: mma.sync m16n8k16 fed by ldmatrix from a TC_STAGES-deep cp.async ring.
  * f32 (exact) and tf32: an FFMA tile kernel with the same index logic (tf32 computed in
  * full f32 precision for now). */
 #include "cuda_internal.h"
@@ -46,7 +46,7 @@ enum { MODE_FWD = 0, MODE_DGRAD = 1, MODE_WGRAD = 2 };
 #define MAX_K (VC_KERNEL_MAX * VC_KERNEL_MAX * VC_KERNEL_MAX)
 
 typedef struct imp_args {
-  int mode, dt, K, flip, vec, chunk32, mask_words;
+  int mode, dt, K, flip, fast; /* fast: see TC_KERNEL (set by the kernel, not the host) */
   int64_t rows, n_cols, c_red, ci, co; /* M extent (fwd/dgrad), N extent, reduction channels */
   int64_t n_tiles;                      /* tiles along N */
   const int32_t *order;                 /* row permutation or NULL */
@@ -101,7 +101,7 @@ __device__ static __forceinline__ tile_pos tile_setup(const imp_args &p, int bm,
                                                       (p.rows + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK);
     for (int w = 0; w * 32 < p.K; w++) {
       uint32_t m = p.blk_mask ? 0u : ~0u;
-      for (int64_t b = b0; p.blk_mask && b < b1; b++) m |= p.blk_mask[b * p.mask_words + w];
+      for (int64_t b = b0; p.blk_mask && b < b1; b++) m |= p.blk_mask[b * ((p.K + 31) / 32) + w];
       for (int bit = 0; bit < 32 && w * 32 + bit < p.K; bit++)
         if (m >> bit & 1) act[n++] = (int16_t)(w * 32 + bit);
     }
@@ -154,7 +154,7 @@ __device__ static __forceinline__ int32_t gather_row(const imp_args &p, const in
 
 /* A thread's two A and two B sources for the current offset, as indices of 16-byte chunks
  * (32-bit: fewer registers than pointers): resolved when the offset changes (every nkc
- * stages) and advanced by the channel step. NONE: no row. Used when p.vec and p.chunk32. */
+ * stages) and advanced by the channel step. NONE: no row. Used on the fast path. */
 #define NONE 0xffffffffu
 typedef struct load_state {
   int a;
@@ -173,14 +173,14 @@ __device__ static __forceinline__ void tc_load_stage(const imp_args &p, const ti
       const int64_t j = t.j0 + (int64_t)it * TC_BK + k;
       const bool ok = j < t.j1;
       const int64_t ro = ok ? p.pout[j] : 0, ri = ok ? p.pin[j] : 0;
-      load8(sA + k * (TC_BM + TC_PAD) + q * 8, a_src + ro * p.co + t.m0 + q * 8, ok, t.m0 + q * 8, p.co, p.vec, a_src);
-      load8(sB + k * (TC_BN + TC_PAD) + q * 8, b_src + ri * p.ci + t.n0 + q * 8, ok, t.n0 + q * 8, p.ci, p.vec, b_src);
+      load8(sA + k * (TC_BM + TC_PAD) + q * 8, a_src + ro * p.co + t.m0 + q * 8, ok, t.m0 + q * 8, p.co, p.fast, a_src);
+      load8(sB + k * (TC_BN + TC_PAD) + q * 8, b_src + ri * p.ci + t.n0 + q * 8, ok, t.n0 + q * 8, p.ci, p.fast, b_src);
     }
     return;
   }
   const int a = it / t.nkc, col = act[a], rw = p.flip ? p.K - 1 - col : col;
   const int64_t k0 = (int64_t)(it % t.nkc) * TC_BK;
-  if (p.vec && p.chunk32) {
+  if (p.fast) {
     if (a != st.a) {
       st.a = a;
 #pragma unroll
@@ -219,18 +219,18 @@ __device__ static __forceinline__ void tc_load_stage(const imp_args &p, const ti
       const int m = c / 4, q = c % 4;
       const int32_t row = gather_row(p, rowid, gtab, n_act, TC_BM, a, col, m);
       load8(sA + m * (TC_BK + TC_PAD) + q * 8, a_src + (int64_t)max(row, 0) * p.c_red + k0 + q * 8, row >= 0,
-            k0 + q * 8, p.c_red, p.vec, a_src);
+            k0 + q * 8, p.c_red, p.fast, a_src);
     }
     if (p.mode == MODE_FWD) { /* B[n][k] = w[co = n0+n][r][ci = k0+k]: k contiguous */
       const int n = c / 4, q = c % 4;
       const int64_t co = t.n0 + n;
       load8(sB + n * (TC_BK + TC_PAD) + q * 8, w + ((co < p.co ? co : 0) * p.K + rw) * p.ci + k0 + q * 8, co < p.co,
-            k0 + q * 8, p.ci, p.vec, w);
+            k0 + q * 8, p.ci, p.fast, w);
     } else { /* dgrad: B[k][n] = w[co = k0+k][r][ci = n0+n]: n contiguous */
       const int k = c / 16, q = c % 16;
       const int64_t co = k0 + k;
       load8(sB + k * (TC_BN + TC_PAD) + q * 8, w + ((co < p.co ? co : 0) * p.K + rw) * p.ci + t.n0 + q * 8, co < p.co,
-            t.n0 + q * 8, p.ci, p.vec, w);
+            t.n0 + q * 8, p.ci, p.fast, w);
     }
   }
 }
@@ -322,7 +322,7 @@ __device__ static __forceinline__ void emit2(const imp_args &p, const tile_pos &
 __device__ static __forceinline__ void tc_body(const imp_args &args, const int mode, const int dt, const int fast) {
   imp_args p = args;
   p.mode = mode, p.dt = dt;
-  p.vec = p.chunk32 = fast; /* fast: 16-byte copies with 32-bit chunk indices */
+  p.fast = fast;
   extern __shared__ __align__(16) uint16_t smem[];
   TILE_SETUP(TC_BM, TC_BK);
   uint16_t *sA = smem, *sB = smem + TC_STAGES * TC_TILE_ELEMS;
@@ -361,7 +361,7 @@ __device__ static __forceinline__ void tc_body(const imp_args &args, const int m
   /* Fast path: the tile goes through shared memory (the pipeline's, now idle) so that each
    * output row leaves as 16-byte stores; the fragments' own layout writes 4 bytes per row
    * per thread and wastes half of every sector. */
-  const bool staged = p.mode != MODE_WGRAD && p.vec;
+  const bool staged = p.mode != MODE_WGRAD && p.fast;
   uint16_t *sC = smem; /* [TC_BM][TC_BN + TC_PAD] */
   if (staged) __syncthreads();
   const int g = lane >> 2, q = lane & 3;
@@ -511,7 +511,7 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
   imp_args q;
   memset(&q, 0, sizeof q);
   q.mode = pass == VC_PASS_FORWARD ? MODE_FWD : pass == VC_PASS_BACKWARD_DATA ? MODE_DGRAD : MODE_WGRAD;
-  q.dt = a->dtype, q.K = p->kvol, q.ci = a->in_channels, q.co = a->out_channels, q.mask_words = cp->mask_words;
+  q.dt = a->dtype, q.K = p->kvol, q.ci = a->in_channels, q.co = a->out_channels;
   q.w = in1;
   if (q.mode == MODE_FWD) {
     q.rows = p->n_out, q.n_cols = q.co, q.c_red = q.ci;
@@ -528,11 +528,11 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
     q.a_src = in1, q.b_src = in0, q.pin = p->pair_in, q.pout = p->pair_out, q.offsets = cp->offsets_dev;
     q.out = a->dtype == VC_DTYPE_F32 ? out0 : w.acc;
   }
-  /* 16-byte copies need 8-element channel counts and 16-byte aligned operands */
-  q.vec = tc && q.ci % 8 == 0 && q.co % 8 == 0 && aligned16(in0) && aligned16(in1);
-  /* chunk indices of the gathered operand and the weight fit 32 bits (tc_load_stage) */
-  q.chunk32 = (p->n_in > p->n_out ? p->n_in : p->n_out) * (q.ci > q.co ? q.ci : q.co) / 8 < (int64_t)NONE &&
-              q.co * q.K * q.ci / 8 < (int64_t)NONE;
+  /* the fast path: 16-byte copies need 8-element channel counts and 16-byte aligned
+   * operands; chunk indices of the gathered operand and the weight must fit 32 bits */
+  const bool fast = tc && q.ci % 8 == 0 && q.co % 8 == 0 && aligned16(in0) && aligned16(in1) &&
+                    (p->n_in > p->n_out ? p->n_in : p->n_out) * (q.ci > q.co ? q.ci : q.co) / 8 < (int64_t)NONE &&
+                    q.co * q.K * q.ci / 8 < (int64_t)NONE;
 
   if (q.mode == MODE_WGRAD) {
     VC_CUDA_TRY(ctx, cudaMemsetAsync(q.out, 0, (size_t)(q.co * q.K * q.ci) * sizeof(float), s));
@@ -543,7 +543,7 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
       q.nsplit = nsplit;
       q.split_len = vc_round_up((p->max_pairs + nsplit - 1) / nsplit, bk);
       dim3 grid(vc_blocks(q.ci, bn), vc_blocks(q.co, bm), (unsigned)(q.K * nsplit));
-      if (tc) tc_kernels[q.vec && q.chunk32][q.mode][q.dt == VC_DTYPE_BF16]<<<grid, TC_THREADS, TC_SMEM_BYTES, s>>>(q);
+      if (tc) tc_kernels[fast][q.mode][q.dt == VC_DTYPE_BF16]<<<grid, TC_THREADS, TC_SMEM_BYTES, s>>>(q);
       else k_implicit_ffma<<<grid, FF_THREADS, 0, s>>>(q);
     }
     if (a->dtype != VC_DTYPE_F32) vc_cuda_convert_f32(out0, a->dtype, w.acc, q.co * q.K * q.ci, s);
@@ -551,7 +551,7 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
   } else if (q.rows > 0) {
     q.n_tiles = (q.n_cols + bn - 1) / bn;
     const int64_t blocks = (q.rows + bm - 1) / bm * q.n_tiles;
-    if (tc) tc_kernels[q.vec && q.chunk32][q.mode][q.dt == VC_DTYPE_BF16]<<<(unsigned)blocks, TC_THREADS, TC_SMEM_BYTES, s>>>(q);
+    if (tc) tc_kernels[fast][q.mode][q.dt == VC_DTYPE_BF16]<<<(unsigned)blocks, TC_THREADS, TC_SMEM_BYTES, s>>>(q);
     else k_implicit_ffma<<<(unsigned)blocks, FF_THREADS, 0, s>>>(q);
   }
   VC_CUDA_TRY(ctx, cudaGetLastError());

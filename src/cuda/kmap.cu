@@ -51,14 +51,6 @@ __global__ static void k_insert_inputs(const int32_t *c, int64_t n, slot *t, uin
   }
 }
 
-/* Candidate output t of input c through offset r: sparse t*s = c + pad - r*d (when
- * divisible), transposed t = c*s - pad + r*d. */
-__host__ __device__ static inline bool candidate(const vc_geom &g, bool transposed, const int32_t *c, int r, int64_t t[3]) {
-  if (!transposed) return vc_geom_unscale(&g, c, r, t);
-  vc_geom_scale(&g, c, r, t);
-  return true;
-}
-
 __global__ static void k_out_candidates(const int32_t *c, int64_t n, vc_geom g, bool transposed, uint64_t *okeys,
                                         uint64_t omask, uint64_t *list, unsigned long long *count,
                                         unsigned long long *bad) {
@@ -67,7 +59,7 @@ __global__ static void k_out_candidates(const int32_t *c, int64_t n, vc_geom g, 
     const int64_t i = j / g.K;
     const int r = (int)(j % g.K);
     int64_t t[3];
-    if (!candidate(g, transposed, c + 4 * i, r, t) || !vc_geom_in_bound(&g, t)) continue;
+    if (!vc_geom_pair(&g, transposed, c + 4 * i, r, t) || !vc_geom_in_bound(&g, t)) continue;
     if (!vc_site_in_range(c[4 * i], t[0], t[1], t[2])) {
       atomicMin(bad, (unsigned long long)j);
       continue;
@@ -151,17 +143,17 @@ __device__ static void stage_columns(const int32_t *nb, int64_t n_out, int K, in
   __syncthreads();
 }
 
-/* From a staged tile of columns r0 .. r0+PAIR_COLS: mask word r0/32 of each row, the live
- * count of each column in this block (cnt[r * nblk + b], the layout the pair scan wants)
- * and, when nb is non-NULL, the tile itself written out row-contiguously. One thread per
- * row; the tile's row stride of PAIR_COLS + 1 words keeps both the per-row and the
- * per-column walks free of bank conflicts. */
+/* From a staged tile of columns r0 .. r0+PAIR_COLS (complete: callers synchronise after
+ * filling it): mask word r0/32 of each row, the live count of each column in this block
+ * (cnt[r * nblk + b], the layout the pair scan wants) and, when nb is non-NULL, the tile
+ * itself written out row-contiguously. One thread per row; the tile's row stride of
+ * PAIR_COLS + 1 words keeps both the per-row and the per-column walks free of bank
+ * conflicts. */
 __device__ static void emit_columns(int32_t (*tile)[PAIR_COLS + 1], int64_t n_out, int K, int r0, int W,
                                     int32_t *nb, uint32_t *rmask, int32_t *cnt) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
   const int64_t o0 = (int64_t)blockIdx.x * PAIR_ROWS, o = o0 + threadIdx.x;
   const int ncols = min(PAIR_COLS, K - r0);
-  __syncthreads();
   uint32_t m = 0;
   for (int c = 0; c < ncols; c++) m |= (uint32_t)(tile[threadIdx.x][c] >= 0) << c;
   if (o < n_out) rmask[o * W + r0 / 32] = m;
@@ -195,10 +187,11 @@ __global__ static void __launch_bounds__(PAIR_ROWS) k_lookup_rows(const int32_t 
       const int r = r0 + j;
       int32_t v = -1;
       int64_t q[3];
-      if (o < n_out && candidate(g, !transposed, c, r, q) && vc_site_in_range(c[0], q[0], q[1], q[2]))
+      if (o < n_out && vc_geom_pair(&g, !transposed, c, r, q) && vc_site_in_range(c[0], q[0], q[1], q[2]))
         v = hash_find(t, hmask, vc_key_pack(c[0], (int32_t)q[0], (int32_t)q[1], (int32_t)q[2]));
       tile[threadIdx.x][j] = v;
     }
+    __syncthreads();
     emit_columns(tile, n_out, g.K, r0, W, nb, rmask, cnt);
   }
 }
@@ -258,29 +251,34 @@ __device__ static inline uint32_t gray_rank(uint32_t m) {
   return m;
 }
 
-/* One block per window of VC_ORDER_WINDOW rows (windows keep the caller's, usually
- * spatially local, row order at large scale): a stable least-significant-digit radix sort
- * of the rows' Gray ranks in shared memory, 4 bits a pass, so equal masks keep row order.
- * Keys are rank << 14 | position; the thread that owns positions [t*ITEMS, (t+1)*ITEMS)
- * counts its digits in cnt[digit][t], and an exclusive scan of cnt in (digit, thread) order
- * gives every key its place. */
-#define ORDER_THREADS 512
-#define ORDER_ITEMS (VC_ORDER_WINDOW / ORDER_THREADS)
+/* One block per window of rows (windows keep the caller's, usually spatially local, row
+ * order at large scale): a stable least-significant-digit radix sort of the rows' Gray
+ * ranks in shared memory, 4 bits a pass, so equal masks keep row order. Keys are
+ * rank << 14 | position; the thread that owns positions [t*ITEMS, (t+1)*ITEMS) counts its
+ * digits in cnt[digit][t], and an exclusive scan of cnt in (digit, thread) order gives
+ * every key its place. Two sizes: VC_ORDER_WINDOW, and VC_ORDER_WINDOW_SMALL where a
+ * block's shared memory cannot hold the larger one (vc_cuda_kmap_init picks). */
+#define ORDER_ITEMS 32 /* keys per thread: window = threads * ORDER_ITEMS */
 #define ORDER_BINS 16
 #define ORDER_POS_BITS 14
+#define ORDER_MAX_WARPS 16
 #define ORDER_PAD(i) ((i) + (i) / 32) /* one spare key every 32: a thread's run of keys starts on its own bank */
-#define ORDER_SMEM (ORDER_PAD(VC_ORDER_WINDOW) * sizeof(uint64_t) + ORDER_BINS * ORDER_THREADS * sizeof(uint32_t))
-static_assert(VC_ORDER_WINDOW == 1 << ORDER_POS_BITS, "window positions fill the key's low bits");
+#define ORDER_SMEM(window) \
+  (ORDER_PAD(window) * sizeof(uint64_t) + ORDER_BINS * ((window) / ORDER_ITEMS) * sizeof(uint32_t))
+static_assert(VC_ORDER_WINDOW <= 1 << ORDER_POS_BITS && VC_ORDER_WINDOW_SMALL <= VC_ORDER_WINDOW,
+              "window positions fit the key's low bits");
+static_assert(VC_ORDER_WINDOW / ORDER_ITEMS <= 32 * ORDER_MAX_WARPS, "one thread per ORDER_ITEMS keys");
 
-__global__ static void __launch_bounds__(ORDER_THREADS) k_order(const uint32_t *mask, int64_t n_out, int W, int bits,
-                                                                int32_t *order) {
+__device__ static __forceinline__ void order_window(const uint32_t *mask, int64_t n_out, int W, int bits,
+                                                    int32_t *order, const int window) {
+  const int threads = window / ORDER_ITEMS;
   extern __shared__ uint64_t key[];
-  uint32_t *cnt = (uint32_t *)(key + ORDER_PAD(VC_ORDER_WINDOW));
-  __shared__ uint32_t wsum[ORDER_THREADS / 32][ORDER_BINS], dbase[ORDER_BINS];
+  uint32_t *cnt = (uint32_t *)(key + ORDER_PAD(window));
+  __shared__ uint32_t wsum[ORDER_MAX_WARPS][ORDER_BINS], dbase[ORDER_BINS];
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
-  const int64_t base = (int64_t)blockIdx.x * VC_ORDER_WINDOW;
+  const int64_t base = (int64_t)blockIdx.x * window;
   /* rows past n_out get all-ones keys: the largest, and already last */
-  for (int i = t; i < VC_ORDER_WINDOW; i += ORDER_THREADS)
+  for (int i = t; i < window; i += threads)
     key[ORDER_PAD(i)] =
         base + i < n_out ? ((uint64_t)gray_rank(mask[(base + i) * W]) << ORDER_POS_BITS) | (uint32_t)i : ~0ull;
   __syncthreads();
@@ -289,24 +287,24 @@ __global__ static void __launch_bounds__(ORDER_THREADS) k_order(const uint32_t *
 #pragma unroll
     for (int i = 0; i < ORDER_ITEMS; i++) k[i] = key[ORDER_PAD(t * ORDER_ITEMS + i)];
 #pragma unroll
-    for (int d = 0; d < ORDER_BINS; d++) cnt[d * ORDER_THREADS + t] = 0;
+    for (int d = 0; d < ORDER_BINS; d++) cnt[d * threads + t] = 0;
 #pragma unroll
-    for (int i = 0; i < ORDER_ITEMS; i++) cnt[((k[i] >> shift) & (ORDER_BINS - 1)) * ORDER_THREADS + t]++;
+    for (int i = 0; i < ORDER_ITEMS; i++) cnt[((k[i] >> shift) & (ORDER_BINS - 1)) * threads + t]++;
 #pragma unroll
     for (int d = 0; d < ORDER_BINS; d++) { /* cnt becomes the exclusive prefix within the warp */
-      const uint32_t c = cnt[d * ORDER_THREADS + t];
+      const uint32_t c = cnt[d * threads + t];
       uint32_t x = c;
       for (int s = 1; s < 32; s <<= 1) {
         uint32_t y = __shfl_up_sync(0xffffffffu, x, s);
         if (lane >= s) x += y;
       }
-      cnt[d * ORDER_THREADS + t] = x - c;
+      cnt[d * threads + t] = x - c;
       if (lane == 31) wsum[warp][d] = x;
     }
     __syncthreads(); /* also: every key of the window is in registers before the scatter */
     if (t < ORDER_BINS) { /* warp prefixes within digit t, then its total */
       uint32_t run = 0;
-      for (int w = 0; w < ORDER_THREADS / 32; w++) {
+      for (int w = 0; w < threads / 32; w++) {
         const uint32_t v = wsum[w][t];
         wsum[w][t] = run;
         run += v;
@@ -324,18 +322,25 @@ __global__ static void __launch_bounds__(ORDER_THREADS) k_order(const uint32_t *
     }
     __syncthreads();
 #pragma unroll
-    for (int d = 0; d < ORDER_BINS; d++)
-      cnt[d * ORDER_THREADS + t] += dbase[d] + wsum[warp][d];
+    for (int d = 0; d < ORDER_BINS; d++) cnt[d * threads + t] += dbase[d] + wsum[warp][d];
 #pragma unroll
     for (int i = 0; i < ORDER_ITEMS; i++) {
-      const uint32_t at = cnt[((k[i] >> shift) & (ORDER_BINS - 1)) * ORDER_THREADS + t]++;
+      const uint32_t at = cnt[((k[i] >> shift) & (ORDER_BINS - 1)) * threads + t]++;
       key[ORDER_PAD(at)] = k[i];
     }
     __syncthreads();
   }
-  for (int i = t; i < VC_ORDER_WINDOW; i += ORDER_THREADS)
-    if (base + i < n_out) order[base + i] = (int32_t)(base + (key[ORDER_PAD(i)] & (VC_ORDER_WINDOW - 1)));
+  for (int i = t; i < window; i += threads)
+    if (base + i < n_out) order[base + i] = (int32_t)(base + (key[ORDER_PAD(i)] & ((1u << ORDER_POS_BITS) - 1)));
 }
+
+#define ORDER_KERNEL(name, window)                                                                                 \
+  __global__ static void __launch_bounds__((window) / ORDER_ITEMS)                                                 \
+      name(const uint32_t *mask, int64_t n_out, int W, int bits, int32_t *order) {                                 \
+    order_window(mask, n_out, W, bits, order, window);                                                             \
+  }
+ORDER_KERNEL(k_order, VC_ORDER_WINDOW)
+ORDER_KERNEL(k_order_small, VC_ORDER_WINDOW_SMALL)
 
 __global__ static void k_block_masks(const uint32_t *mask, const int32_t *order, int64_t n_out, int W, uint32_t *blk) {
   const int64_t nblk = (n_out + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK;
@@ -411,15 +416,24 @@ static vc_status hash_inputs(vc_context *ctx, const int32_t *coords, int64_t n, 
   return VC_OK;
 }
 
+/* Device memory home, ordered on the build's stream (the caller's coordinates may still be
+ * being written by work queued there), then waited for. */
+static vc_status read_back(vc_context *ctx, void *dst, const void *src, size_t bytes, cudaStream_t s) {
+  if (cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s) != cudaSuccess || cudaStreamSynchronize(s) != cudaSuccess)
+    return vc_fail(ctx, VC_ERR_DEVICE, "vc_plan_create: reading coords back failed: %s",
+                   cudaGetErrorString(cudaGetLastError()));
+  return VC_OK;
+}
+
 /* The CPU engine's message for bad input rows, from the flags of hash_inputs. */
-static vc_status input_error(vc_context *ctx, const int32_t *coords, int64_t n, const unsigned long long h[2]) {
+static vc_status input_error(vc_context *ctx, const int32_t *coords, int64_t n, const unsigned long long h[2],
+                             cudaStream_t s) {
   if (h[0] == ~0ull && h[1] == ~0ull) return VC_OK;
   /* Error path: bring the coordinates home to name the culprit exactly as the CPU does. */
   int32_t *hc = (int32_t *)malloc((size_t)n * 4 * sizeof(int32_t));
   if (!hc) return vc_fail(ctx, VC_ERR_OUT_OF_MEMORY, "vc_plan_create: out of host memory");
-  vc_status st = VC_ERR_INTERNAL;
-  if (cudaMemcpy(hc, coords, (size_t)n * 4 * sizeof(int32_t), cudaMemcpyDeviceToHost) != cudaSuccess) {
-    st = vc_fail(ctx, VC_ERR_DEVICE, "vc_plan_create: reading coords back failed");
+  vc_status st = read_back(ctx, hc, coords, (size_t)n * 4 * sizeof(int32_t), s);
+  if (st != VC_OK) {
   } else if (h[0] != ~0ull) {
     st = vc_check_coords(ctx, hc, n);
   } else {
@@ -440,8 +454,18 @@ static vc_status output_sites(vc_context *ctx, vc_plan *p, const int32_t *coords
                               scratch *t, unsigned long long *flags) {
   const cudaStream_t s = t->s;
   const int64_t n = p->n_in;
-  int64_t reach = 1; /* outputs one input can reach */
-  for (int a = 0; a < 3; a++) reach *= transposed ? g.k[a] : (g.k[a] + g.s[a] - 1) / g.s[a];
+  /* Outputs one input can reach, per axis: transposed k; strided, the offsets r with
+   * r*d = c + pad (mod s), which recur every s / gcd(s, d) offsets. */
+  int64_t reach = 1;
+  for (int a = 0; a < 3; a++) {
+    int x = g.s[a], y = g.d[a];
+    while (y) {
+      const int z = x % y;
+      x = y, y = z;
+    }
+    const int period = g.s[a] / x;
+    reach *= transposed ? g.k[a] : (g.k[a] + period - 1) / period;
+  }
   const int64_t bound = n * reach;
   uint64_t cap = table_capacity(bound), *okeys, *list;
   TRY(scratch_alloc(ctx, t, (void **)&okeys, cap * sizeof(uint64_t), "the output hash table"));
@@ -454,13 +478,13 @@ static vc_status output_sites(vc_context *ctx, vc_plan *p, const int32_t *coords
   unsigned long long h[4]; /* input range, input duplicate, output count, output range */
   VC_CUDA_TRY(ctx, cudaMemcpyAsync(h, flags, sizeof h, cudaMemcpyDeviceToHost, s));
   VC_CUDA_TRY(ctx, cudaStreamSynchronize(s));
-  TRY(input_error(ctx, coords, n, h));
+  TRY(input_error(ctx, coords, n, h, s));
   if (h[3] != ~0ull) {
     int64_t i = (int64_t)(h[3] / g.K), tt[3];
     int r = (int)(h[3] % g.K);
     int32_t c[4];
-    VC_CUDA_TRY(ctx, cudaMemcpy(c, coords + 4 * i, sizeof c, cudaMemcpyDeviceToHost));
-    candidate(g, transposed, c, r, tt);
+    TRY(read_back(ctx, c, coords + 4 * i, sizeof c, s));
+    vc_geom_pair(&g, transposed, c, r, tt);
     return vc_fail_output_range(ctx, c, tt, i, r);
   }
   p->n_out = (int64_t)h[2];
@@ -482,60 +506,60 @@ __global__ static void k_pair_offsets(const int64_t *start, const int32_t *cnt, 
     off[r] = r < K ? start[(int64_t)r * nblk] : start[nblk * K - 1] + cnt[nblk * K - 1];
 }
 
-/* Column counts -> p->offsets (host), p->pair_in, p->pair_out; also checks the input flags
- * (flags[0..1] of hash_inputs, or ~0 for inverse plans) at this, the build's
- * synchronisation. cnt holds the counts of every (offset, row block) from the row kernels. */
-static vc_status compact_pairs(vc_context *ctx, vc_plan *p, const int32_t *coords, const int32_t *nb,
+/* Column counts -> p->offsets (host and cp->offsets_dev), p->pair_in, p->pair_out; also
+ * checks the input flags (flags[0..1] of hash_inputs, or ~0 for inverse plans) at this, the
+ * build's synchronisation. cnt holds the counts of every (offset, row block) from the row
+ * kernels. */
+static vc_status compact_pairs(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int32_t *coords,
                                const int32_t *cnt, scratch *t, const unsigned long long *flags) {
   const cudaStream_t s = t->s;
   const int K = p->kvol;
-  const int64_t nblk = p->n_out ? (p->n_out + PAIR_ROWS - 1) / PAIR_ROWS : 0, ncnt = nblk * K;
+  const int64_t nblk = (p->n_out + PAIR_ROWS - 1) / PAIR_ROWS, ncnt = nblk * K;
+  int64_t *start = NULL;
   p->offsets = (int64_t *)calloc((size_t)K + 1, sizeof(int64_t));
   if (!p->offsets) return vc_fail(ctx, VC_ERR_OUT_OF_MEMORY, "vc_plan_create: out of host memory");
-  if (nblk == 0) {
-    unsigned long long h[2];
-    VC_CUDA_TRY(ctx, cudaMemcpyAsync(h, flags, sizeof h, cudaMemcpyDeviceToHost, s));
-    VC_CUDA_TRY(ctx, cudaStreamSynchronize(s));
-    TRY(input_error(ctx, coords, p->n_in, h));
-    p->n_pairs = p->max_pairs = 0;
-    TRY(dev_alloc(ctx, (void **)&p->pair_in, 16, s, "the kernel map"));
-    return dev_alloc(ctx, (void **)&p->pair_out, 16, s, "the kernel map");
+  TRY(dev_alloc(ctx, (void **)&cp->offsets_dev, (size_t)(K + 1) * sizeof(int64_t), s, "pair offsets"));
+  if (nblk > 0) {
+    void *tmp;
+    TRY(scratch_alloc(ctx, t, (void **)&start, (size_t)ncnt * sizeof(int64_t), "pair counts"));
+    TRY(scratch_alloc(ctx, t, &tmp, vc_cuda_scan_tmp_bytes(ncnt), "pair counts"));
+    vc_cuda_scan_exclusive(cnt, start, ncnt, tmp, s);
+    k_pair_offsets<<<1, 128, 0, s>>>(start, cnt, nblk, K, cp->offsets_dev);
+    VC_CUDA_TRY(ctx, cudaGetLastError());
+  } else {
+    VC_CUDA_TRY(ctx, cudaMemsetAsync(cp->offsets_dev, 0, (size_t)(K + 1) * sizeof(int64_t), s));
   }
-  int64_t *start, *doff;
-  void *tmp;
-  TRY(scratch_alloc(ctx, t, (void **)&start, (size_t)ncnt * sizeof(int64_t), "pair counts"));
-  TRY(scratch_alloc(ctx, t, &tmp, vc_cuda_scan_tmp_bytes(ncnt), "pair counts"));
-  TRY(scratch_alloc(ctx, t, (void **)&doff, (size_t)(K + 1) * sizeof(int64_t), "pair offsets"));
-  vc_cuda_scan_exclusive(cnt, start, ncnt, tmp, s);
-  k_pair_offsets<<<1, 128, 0, s>>>(start, cnt, nblk, K, doff);
-  VC_CUDA_TRY(ctx, cudaGetLastError());
   unsigned long long h[2];
-  VC_CUDA_TRY(ctx, cudaMemcpyAsync(p->offsets, doff, (size_t)(K + 1) * sizeof(int64_t), cudaMemcpyDeviceToHost, s));
+  VC_CUDA_TRY(ctx, cudaMemcpyAsync(p->offsets, cp->offsets_dev, (size_t)(K + 1) * sizeof(int64_t),
+                                   cudaMemcpyDeviceToHost, s));
   VC_CUDA_TRY(ctx, cudaMemcpyAsync(h, flags, sizeof h, cudaMemcpyDeviceToHost, s));
   VC_CUDA_TRY(ctx, cudaStreamSynchronize(s));
-  TRY(input_error(ctx, coords, p->n_in, h));
+  TRY(input_error(ctx, coords, p->n_in, h, s));
   p->n_pairs = p->offsets[K];
   p->max_pairs = 0;
   for (int r = 0; r < K; r++)
     if (p->offsets[r + 1] - p->offsets[r] > p->max_pairs) p->max_pairs = p->offsets[r + 1] - p->offsets[r];
   TRY(dev_alloc(ctx, (void **)&p->pair_in, (size_t)p->n_pairs * sizeof(int32_t), s, "the kernel map"));
   TRY(dev_alloc(ctx, (void **)&p->pair_out, (size_t)p->n_pairs * sizeof(int32_t), s, "the kernel map"));
-  k_write_pairs<<<(unsigned)nblk, PAIR_ROWS, 0, s>>>(nb, p->n_out, K, start, p->pair_in, p->pair_out);
+  if (nblk > 0) k_write_pairs<<<(unsigned)nblk, PAIR_ROWS, 0, s>>>(cp->nb, p->n_out, K, start, p->pair_in, p->pair_out);
   VC_CUDA_TRY(ctx, cudaGetLastError());
   return VC_OK;
 }
 
-/* Gray order, block masks and (non-submanifold) the reverse table; row masks exist already. */
-static vc_status encodings(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, cudaStream_t s) {
-  const int K = p->kvol, W = cp->mask_words;
+/* Gray order and block masks from the row masks (W words a row), and (non-submanifold) the
+ * reverse table. */
+static vc_status encodings(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const uint32_t *rmask, int W, cudaStream_t s) {
+  const int K = p->kvol;
   const int64_t n = p->n_out, nblk = (n + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK;
   TRY(dev_alloc(ctx, (void **)&cp->order, (size_t)n * sizeof(int32_t), s, "the row order"));
   TRY(dev_alloc(ctx, (void **)&cp->blk_mask, (size_t)nblk * W * sizeof(uint32_t), s, "block masks"));
   if (n > 0) {
     const int bits = (min(K, 32) + 3) / 4 * 4; /* the Gray rank of mask word 0 */
-    k_order<<<(unsigned)((n + VC_ORDER_WINDOW - 1) / VC_ORDER_WINDOW), ORDER_THREADS, ORDER_SMEM, s>>>(cp->mask, n, W,
-                                                                                                     bits, cp->order);
-    k_block_masks<<<vc_grid(nblk * W), 256, 0, s>>>(cp->mask, cp->order, n, W, cp->blk_mask);
+    const int window = vc_cuda(ctx)->order_window;
+    (window == VC_ORDER_WINDOW ? k_order : k_order_small)<<<(unsigned)((n + window - 1) / window),
+                                                           window / ORDER_ITEMS, ORDER_SMEM(window), s>>>(rmask, n, W,
+                                                                                                       bits, cp->order);
+    k_block_masks<<<vc_grid(nblk * W), 256, 0, s>>>(rmask, cp->order, n, W, cp->blk_mask);
   }
   if (p->desc.kind != VC_CONV_SUBMANIFOLD) {
     TRY(dev_alloc(ctx, (void **)&cp->nbt, (size_t)p->n_in * K * sizeof(int32_t), s, "the reverse kernel map"));
@@ -569,9 +593,8 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
       int32_t *a = (int32_t *)malloc(bytes), *b = (int32_t *)malloc(bytes);
       vc_status st = VC_OK;
       if (!a || !b) st = vc_fail(ctx, VC_ERR_OUT_OF_MEMORY, "vc_plan_create: out of host memory");
-      else if (cudaMemcpy(a, coords, bytes, cudaMemcpyDeviceToHost) != cudaSuccess ||
-               cudaMemcpy(b, paired->out_coords, bytes, cudaMemcpyDeviceToHost) != cudaSuccess)
-        st = vc_fail(ctx, VC_ERR_DEVICE, "vc_plan_create: reading coords back failed");
+      if (st == VC_OK) st = read_back(ctx, a, coords, bytes, s);
+      if (st == VC_OK) st = read_back(ctx, b, paired->out_coords, bytes, s);
       if (st == VC_OK) st = vc_check_paired_coords(ctx, a, b, p->n_in);
       free(a), free(b);
       if (st != VC_OK) return st;
@@ -592,41 +615,46 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
   const int64_t nbn = p->n_out * g.K, nrb = (p->n_out + PAIR_ROWS - 1) / PAIR_ROWS;
   const int W = (g.K + 31) / 32;
   int32_t *cnt;
-  cp->mask_words = W;
+  uint32_t *rmask; /* [n_out, W] bit r set when nb[o, r] >= 0: only the order and block masks need it */
   TRY(dev_alloc(ctx, (void **)&cp->nb, (size_t)nbn * sizeof(int32_t), s, "the neighbour table"));
-  TRY(dev_alloc(ctx, (void **)&cp->mask, (size_t)p->n_out * W * sizeof(uint32_t), s, "row masks"));
+  TRY(scratch_alloc(ctx, t, (void **)&rmask, (size_t)p->n_out * W * sizeof(uint32_t), "row masks"));
   TRY(scratch_alloc(ctx, t, (void **)&cnt, (size_t)(nrb * g.K) * sizeof(int32_t), "pair counts"));
   if (p->n_out > 0) {
     if (kind == VC_CONV_INVERSE) {
-      int64_t *doff;
-      TRY(scratch_alloc(ctx, t, (void **)&doff, (size_t)(g.K + 1) * sizeof(int64_t), "offsets"));
-      VC_CUDA_TRY(ctx, cudaMemcpyAsync(doff, paired->offsets, (size_t)(g.K + 1) * sizeof(int64_t), cudaMemcpyHostToDevice, s));
       VC_CUDA_TRY(ctx, cudaMemsetAsync(cp->nb, 0xff, (size_t)nbn * sizeof(int32_t), s));
-      k_inverse_neighbors<<<vc_grid(paired->n_pairs), 256, 0, s>>>(doff, g.K, paired->pair_in, paired->pair_out,
-                                                                   paired->n_pairs, cp->nb);
-      k_row_stats<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(cp->nb, p->n_out, g.K, W, cp->mask, cnt);
+      k_inverse_neighbors<<<vc_grid(paired->n_pairs), 256, 0, s>>>(vc_cuda_plan_of(paired)->offsets_dev, g.K,
+                                                                   paired->pair_in, paired->pair_out, paired->n_pairs,
+                                                                   cp->nb);
+      k_row_stats<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(cp->nb, p->n_out, g.K, W, rmask, cnt);
     } else if (kind == VC_CONV_SUBMANIFOLD) {
       /* half the lookups and scattered mirror writes beat k_lookup_rows' full set of
          lookups with coalesced writes (0.79 vs 0.96 ms at 1 M sites): probes dominate */
       VC_CUDA_TRY(ctx, cudaMemsetAsync(cp->nb, 0xff, (size_t)nbn * sizeof(int32_t), s));
       k_neighbors_submanifold<<<vc_grid(p->n_out * (g.K / 2 + 1)), 256, 0, s>>>(p->in_coords, p->n_out, g, table, mask,
                                                                                 cp->nb);
-      k_row_stats<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(cp->nb, p->n_out, g.K, W, cp->mask, cnt);
+      k_row_stats<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(cp->nb, p->n_out, g.K, W, rmask, cnt);
     } else {
       k_lookup_rows<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(p->out_coords, p->n_out, g, kind == VC_CONV_TRANSPOSED, table,
-                                                        mask, cp->nb, cp->mask, W, cnt);
+                                                        mask, cp->nb, rmask, W, cnt);
     }
     VC_CUDA_TRY(ctx, cudaGetLastError());
   }
-  TRY(compact_pairs(ctx, p, coords, cp->nb, cnt, t, flags));
-  TRY(dev_alloc(ctx, (void **)&cp->offsets_dev, (size_t)(g.K + 1) * sizeof(int64_t), s, "pair offsets"));
-  VC_CUDA_TRY(ctx, cudaMemcpyAsync(cp->offsets_dev, p->offsets, (size_t)(g.K + 1) * sizeof(int64_t), cudaMemcpyHostToDevice, s));
-  TRY(encodings(ctx, p, cp, s));
+  TRY(compact_pairs(ctx, p, cp, coords, cnt, t, flags));
+  TRY(encodings(ctx, p, cp, rmask, W, s));
   return VC_OK;
 }
 
+/* Picks the larger Gray-order window when one block's shared memory holds its sort (sm_90:
+ * 227 KB a block), else the smaller one (sm_80: 163 KB, sm_86 and sm_89: 99 KB). */
 extern "C" vc_status vc_cuda_kmap_init(vc_context *ctx) {
-  VC_CUDA_TRY(ctx, cudaFuncSetAttribute(k_order, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ORDER_SMEM));
+  int optin = 0;
+  cudaFuncAttributes fa;
+  VC_CUDA_TRY(ctx, cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx->device));
+  VC_CUDA_TRY(ctx, cudaFuncGetAttributes(&fa, k_order));
+  const bool large = fa.sharedSizeBytes + ORDER_SMEM(VC_ORDER_WINDOW) <= (size_t)optin;
+  vc_cuda(ctx)->order_window = large ? VC_ORDER_WINDOW : VC_ORDER_WINDOW_SMALL;
+  VC_CUDA_TRY(ctx, cudaFuncSetAttribute(large ? k_order : k_order_small, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        (int)ORDER_SMEM(vc_cuda(ctx)->order_window)));
   return VC_OK;
 }
 
@@ -654,7 +682,6 @@ extern "C" void vc_cuda_plan_release(vc_plan *p) {
   if (cp) {
     cudaFree(cp->nb);
     cudaFree(cp->nbt);
-    cudaFree(cp->mask);
     cudaFree(cp->order);
     cudaFree(cp->blk_mask);
     cudaFree(cp->offsets_dev);

@@ -387,6 +387,29 @@ static void test_kmap_large(void) {
   kmap_check(VC_CONV_TRANSPOSED, 3, 2, 1, false, 50000, 2);
 }
 
+/* Sites far apart share no output, so each reaches its full count of outputs and the
+ * GPU's bound on them must hold: with stride 2 and dilation 2 a 3-wide kernel reaches 3
+ * outputs per axis, not ceil(3 / 2). Sparse, its inverse and transposed. */
+static void test_kmap_isolated_sites(void) {
+  const int64_t n = 2000;
+  int32_t *c = malloc((size_t)n * 4 * sizeof *c);
+  for (int64_t i = 0; i < n; i++) {
+    c[4 * i] = (int32_t)(i % 2);
+    c[4 * i + 1] = (int32_t)((i / 2) % 10) * 8 - 40;
+    c[4 * i + 2] = (int32_t)((i / 20) % 10) * 8 - 40;
+    c[4 * i + 3] = (int32_t)(i / 200) * 8 - 40;
+  }
+  const vc_conv_kind kinds[3] = {VC_CONV_SPARSE, VC_CONV_INVERSE, VC_CONV_TRANSPOSED};
+  for (int k = 0; k < 3; k++) {
+    vc_conv_desc d;
+    vc_conv_desc_init(&d, kinds[k], 3, 2, 2, 2);
+    plan_pair pp;
+    if (pair_build(&pp, g_gpu, &d, c, n)) compare_plans(g_gpu, pp.cpu, pp.gpu, pp.what);
+    pair_free(&pp);
+  }
+  free(c);
+}
+
 /* The CPU and the GPU must reject the input with the same status, and the GPU's message must
  * name the offending coordinate rows, as the CPU's does. */
 static void expect_rejected(const vc_conv_desc *d, const int32_t *coords, int64_t n, vc_status want,
@@ -1195,6 +1218,7 @@ static const gpu_case cases[] = {
     {"kmap_inverse", test_kmap_inverse, true},
     {"kmap_transposed", test_kmap_transposed, true},
     {"kmap_bad_coords", test_kmap_bad_coords, true},
+    {"kmap_isolated_sites", test_kmap_isolated_sites, true},
     {"kmap_large", test_kmap_large, false},
     {"conv_submanifold", test_conv_submanifold, true},
     {"conv_sparse", test_conv_sparse, true},
