@@ -123,7 +123,8 @@ typedef struct vc_conv_desc {
   /* Since 0.2 (read as 0 from a shorter struct). Sparse and transposed kinds: when
    * output_bound[a] > 0, only sites with 0 <= coordinate < output_bound[a] on axis a are
    * outputs, and pairs that reach other sites are dropped (spconv's output spatial shape).
-   * 0: unbounded. Must be 0 for submanifold and inverse plans. */
+   * 0: unbounded. Must be 0 for submanifold plans; inverse plans take 0 or their paired
+   * plan's (so a copied descriptor works), and it has no effect there. */
   int32_t output_bound[3];
 } vc_conv_desc;
 
@@ -253,7 +254,8 @@ VC_API vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, cons
 
 /* ---- algorithm choice --------------------------------------------------------------- */
 
-/* VC_ALGO_AUTO resolves, per pass, in this order:
+/* VC_ALGO_AUTO resolves, per pass, in this order (the environment variables are read by
+ * vc_context_create, like the cache file):
  *  1. the environment: VOXCONV_ALGO_FORWARD, VOXCONV_ALGO_BACKWARD_DATA,
  *     VOXCONV_ALGO_BACKWARD_WEIGHT = reference | explicit | implicit | masked | grouped;
  *  2. VOXCONV_DETERMINISTIC=1 restricts the choice to algorithms without atomics;

@@ -347,6 +347,16 @@ static void test_errors_plan_desc_output_bound(void) {
   d.output_bound[2] = 8;
   EXPECT_PLAN_FAIL(ctx, ctx, &d, c, 5, NULL, VC_ERR_INVALID_ARGUMENT,
                    "desc->output_bound[2] = 8, but a submanifold plan's outputs are given (it must be 0)");
+  vc_conv_desc_init(&d, VC_CONV_SPARSE, 2, 2, 0, 1);
+  d.output_bound[0] = d.output_bound[1] = d.output_bound[2] = 4;
+  vc_plan *sp = NULL;
+  CHECK_OK(ctx, vc_plan_create(ctx, &d, c, 5, NULL, NULL, &sp));
+  d.kind = VC_CONV_INVERSE;
+  d.output_bound[1] = 5;
+  EXPECT_PLAN_FAIL(ctx, ctx, &d, NULL, 0, sp, VC_ERR_INVALID_ARGUMENT,
+                   "desc->output_bound[1] = 5 differs from the paired plan's 4 (an inverse plan takes 0 or the "
+                   "paired plan's)");
+  vc_plan_destroy(sp);
   free(c);
   vc_context_destroy(ctx);
 }

@@ -86,7 +86,6 @@ static void check_case(vc_conv_kind kind, int k, int s, int dil, bool aniso, int
     if (ok && kind == VC_CONV_INVERSE) {
       vc_conv_desc di = d;
       di.kind = VC_CONV_INVERSE;
-      memset(di.output_bound, 0, sizeof di.output_bound);
       vc_plan *ip = NULL;
       CHECK_OK(ctx, vc_plan_create(ctx, &di, NULL, 0, p, NULL, &ip));
       if (ip) {

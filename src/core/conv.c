@@ -32,15 +32,27 @@ vc_status vc_args_check(vc_context *ctx, const char *fn, const vc_conv_args *in,
   return VC_OK;
 }
 
+vc_status vc_check_pass(vc_context *ctx, const char *fn, vc_pass pass) {
+  if ((unsigned)pass > VC_PASS_BACKWARD_WEIGHT)
+    return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: pass = %d is not a vc_pass", fn, (int)pass);
+  return VC_OK;
+}
+
+vc_status vc_check_ctx_plan(vc_context *ctx, const char *fn, const vc_plan *p) {
+  if (!ctx) return vc_fail(NULL, VC_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
+  if (!p) return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: plan is NULL", fn);
+  if (p->ctx != ctx) return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: plan belongs to a different context", fn);
+  return VC_OK;
+}
+
 vc_status vc_conv_workspace_size(const vc_plan *p, const vc_conv_args *args, vc_pass pass, size_t *bytes) {
   if (!p) return vc_fail(NULL, VC_ERR_INVALID_ARGUMENT, "vc_conv_workspace_size: plan is NULL");
   vc_context *ctx = p->ctx;
   if (!bytes) return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "vc_conv_workspace_size: bytes is NULL");
   *bytes = 0;
-  if ((unsigned)pass > VC_PASS_BACKWARD_WEIGHT)
-    return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "vc_conv_workspace_size: pass = %d is not a vc_pass", (int)pass);
   vc_conv_args a;
-  vc_status s = vc_args_check(ctx, "vc_conv_workspace_size", args, &a);
+  vc_status s = vc_check_pass(ctx, "vc_conv_workspace_size", pass);
+  if (s == VC_OK) s = vc_args_check(ctx, "vc_conv_workspace_size", args, &a);
   if (s == VC_OK) s = vc_resolve_algo(ctx, p, &a, pass, &a.algo);
   if (s != VC_OK) return s;
   return ctx->backend->workspace_size(p, &a, pass, bytes);
@@ -82,10 +94,8 @@ static int pass_tensors(const vc_plan *p, const vc_conv_args *a, vc_pass pass, c
 static vc_status call_validate(vc_context *ctx, const vc_plan *p, const vc_conv_args *args, vc_pass pass,
                                vc_conv_args *a, const void *const ptr[4], const void *ws, size_t ws_bytes) {
   const char *fn = pass_fn[pass];
-  if (!ctx) return vc_fail(NULL, VC_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
-  if (!p) return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: plan is NULL", fn);
-  if (p->ctx != ctx) return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: plan belongs to a different context", fn);
-  vc_status s = vc_args_check(ctx, fn, args, a);
+  vc_status s = vc_check_ctx_plan(ctx, fn, p);
+  if (s == VC_OK) s = vc_args_check(ctx, fn, args, a);
   if (s == VC_OK) s = vc_resolve_algo(ctx, p, a, pass, &a->algo);
   if (s != VC_OK) return s;
   tensor_ref t[4];

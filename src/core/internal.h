@@ -131,6 +131,10 @@ struct vc_context {
   const vc_backend *backend;
   void *backend_state;
   char error[VC_ERROR_LEN];
+  /* the algorithm environment (tune.c), read when the context is created: the values of
+   * VOXCONV_ALGO_<PASS> ("" when unset) and VOXCONV_DETERMINISTIC */
+  char forced_algo[3][64];
+  bool deterministic;
   /* tune cache (tune.c): loaded from the cache file when the context is created */
   vc_tune_entry *tune;
   int tune_count, tune_cap;
@@ -207,6 +211,9 @@ vc_status vc_resolve_algo(vc_context *ctx, const vc_plan *p, const vc_conv_args 
                           vc_algo *out);
 void vc_tune_load(vc_context *ctx);
 void vc_tune_release(vc_context *ctx);
+/* conv.c: the argument checks the public functions share, each naming `fn` in its message. */
+vc_status vc_check_pass(vc_context *ctx, const char *fn, vc_pass pass);
+vc_status vc_check_ctx_plan(vc_context *ctx, const char *fn, const vc_plan *p);
 /* conv.c: copies caller args (possibly an older, shorter struct) and checks every field. */
 vc_status vc_args_check(vc_context *ctx, const char *fn, const vc_conv_args *in, vc_conv_args *a);
 

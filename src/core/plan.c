@@ -46,10 +46,10 @@ static vc_status desc_validate(vc_context *ctx, const vc_conv_desc *in, vc_conv_
     if (bound < 0)
       return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "vc_plan_create: desc->output_bound[%d] = %d is negative (0: unbounded)",
                      a, bound);
-    if (bound > 0 && (d->kind == VC_CONV_SUBMANIFOLD || d->kind == VC_CONV_INVERSE))
+    if (bound > 0 && d->kind == VC_CONV_SUBMANIFOLD)
       return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT,
-                     "vc_plan_create: desc->output_bound[%d] = %d, but a %s plan's outputs are given (it must be 0)", a,
-                     bound, d->kind == VC_CONV_SUBMANIFOLD ? "submanifold" : "inverse");
+                     "vc_plan_create: desc->output_bound[%d] = %d, but a submanifold plan's outputs are given (it must be 0)",
+                     a, bound);
     if (d->kind == VC_CONV_SUBMANIFOLD) {
       if (k % 2 == 0)
         return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT,
@@ -95,6 +95,12 @@ static vc_status paired_validate(vc_context *ctx, const vc_conv_desc *d, const i
         return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT,
                        "vc_plan_create: desc->%s[%d] = %d differs from the paired plan's %d",
                        field[f], a, mine[f][a], theirs[f][a]);
+  /* the bound has no effect on an inverse plan: 0, or the paired plan's (a copied descriptor) */
+  for (int a = 0; a < 3; a++)
+    if (d->output_bound[a] != 0 && d->output_bound[a] != paired->desc.output_bound[a])
+      return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT,
+                     "vc_plan_create: desc->output_bound[%d] = %d differs from the paired plan's %d (an inverse plan "
+                     "takes 0 or the paired plan's)", a, d->output_bound[a], paired->desc.output_bound[a]);
   if (coords && n != paired->n_out)
     return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT,
                    "vc_plan_create: n = %lld, but the paired plan has %lld output sites",

@@ -24,10 +24,6 @@ static bool parse_algo(const char *s, vc_algo *out) {
   return false;
 }
 
-static bool deterministic_mode(void) {
-  const char *e = getenv("VOXCONV_DETERMINISTIC");
-  return e && *e && strcmp(e, "0") != 0;
-}
 
 static bool backend_has(const vc_plan *p, const vc_conv_args *a, vc_pass pass, vc_algo algo) {
   vc_algo list[8];
@@ -74,7 +70,14 @@ static void cache_put(vc_context *ctx, const char *key, vc_algo algo) {
 
 /* Lines "key algo"; unreadable or malformed lines are skipped. Called when the context is
  * created, so execute calls never read files or allocate for it. */
+/* The environment and the cache file, once per context (execute calls read neither). */
 void vc_tune_load(vc_context *ctx) {
+  for (int pass = 0; pass < 3; pass++) {
+    const char *e = getenv(pass_env[pass]);
+    snprintf(ctx->forced_algo[pass], sizeof ctx->forced_algo[pass], "%s", e ? e : "");
+  }
+  const char *det = getenv("VOXCONV_DETERMINISTIC");
+  ctx->deterministic = det && *det && strcmp(det, "0") != 0;
   char path[1024], dir[900], line[512];
   if (!cache_path(path, sizeof path, dir, sizeof dir)) return;
   FILE *f = fopen(path, "r");
@@ -146,8 +149,8 @@ vc_status vc_resolve_algo(vc_context *ctx, const vc_plan *p, const vc_conv_args 
     *out = a->algo;
     return VC_OK;
   }
-  const char *env = getenv(pass_env[pass]);
-  if (env && *env) {
+  const char *env = ctx->forced_algo[pass];
+  if (*env) {
     vc_algo algo;
     if (!parse_algo(env, &algo))
       return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s = '%s' is not reference, explicit, implicit, masked or grouped",
@@ -160,7 +163,7 @@ vc_status vc_resolve_algo(vc_context *ctx, const vc_plan *p, const vc_conv_args 
   tune_key(p, a, pass, key, sizeof key);
   const vc_tune_entry *hit = cache_get(ctx, key);
   vc_algo pick = hit && backend_has(p, a, pass, hit->algo) ? hit->algo : be->heuristic(p, a, pass);
-  if (deterministic_mode() && !be->deterministic(pick, pass)) {
+  if (ctx->deterministic && !be->deterministic(pick, pass)) {
     vc_algo list[8];
     int n_tunable, n = be->algos(p, a, pass, list, &n_tunable);
     for (int i = 0; i < n; i++)
@@ -176,30 +179,26 @@ vc_status vc_resolve_algo(vc_context *ctx, const vc_plan *p, const vc_conv_args 
 vc_status vc_conv_algo_for(const vc_plan *p, const vc_conv_args *args, vc_pass pass, vc_algo *algo) {
   if (!p) return vc_fail(NULL, VC_ERR_INVALID_ARGUMENT, "vc_conv_algo_for: plan is NULL");
   if (!algo) return vc_fail(p->ctx, VC_ERR_INVALID_ARGUMENT, "vc_conv_algo_for: algo is NULL");
-  if ((unsigned)pass > VC_PASS_BACKWARD_WEIGHT)
-    return vc_fail(p->ctx, VC_ERR_INVALID_ARGUMENT, "vc_conv_algo_for: pass = %d is not a vc_pass", (int)pass);
   vc_conv_args a;
-  vc_status s = vc_args_check(p->ctx, "vc_conv_algo_for", args, &a);
+  vc_status s = vc_check_pass(p->ctx, "vc_conv_algo_for", pass);
+  if (s == VC_OK) s = vc_args_check(p->ctx, "vc_conv_algo_for", args, &a);
   if (s != VC_OK) return s;
   return vc_resolve_algo(p->ctx, p, &a, pass, algo);
 }
 
 vc_status vc_conv_tune(vc_context *ctx, const vc_plan *p, const vc_conv_args *args, vc_pass pass, void *stream,
                        vc_algo *best) {
-  if (!ctx) return vc_fail(NULL, VC_ERR_INVALID_ARGUMENT, "vc_conv_tune: ctx is NULL");
-  if (!p) return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "vc_conv_tune: plan is NULL");
-  if (p->ctx != ctx) return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "vc_conv_tune: plan belongs to a different context");
-  if ((unsigned)pass > VC_PASS_BACKWARD_WEIGHT)
-    return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "vc_conv_tune: pass = %d is not a vc_pass", (int)pass);
   vc_conv_args a;
-  vc_status s = vc_args_check(ctx, "vc_conv_tune", args, &a);
+  vc_status s = vc_check_ctx_plan(ctx, "vc_conv_tune", p);
+  if (s == VC_OK) s = vc_check_pass(ctx, "vc_conv_tune", pass);
+  if (s == VC_OK) s = vc_args_check(ctx, "vc_conv_tune", args, &a);
   if (s != VC_OK) return s;
   vc_algo list[8], win = VC_ALGO_AUTO;
   int n_tunable;
   ctx->backend->algos(p, &a, pass, list, &n_tunable);
   double best_ms = INFINITY;
   for (int i = 0; i < n_tunable; i++) {
-    if (deterministic_mode() && !ctx->backend->deterministic(list[i], pass)) continue;
+    if (ctx->deterministic && !ctx->backend->deterministic(list[i], pass)) continue;
     double ms;
     a.algo = list[i];
     s = ctx->backend->time_pass(ctx, p, &a, pass, stream, &ms);

@@ -33,7 +33,7 @@ static void backward_data_explicit(const vc_plan *p, const vc_conv_args *a, cons
   float *acc = f32 ? dx : part[1];
   if (!f32) vc_cpu_to_f32(part[0], w, a->dtype, co * K * ci);
   vc_cpu_fill_rows(acc, p->n_in, ci, NULL, a->dtype);
-  vc_cpu_gather_gemm_scatter(p, dy, a->dtype, co, true, f32 ? w : part[0], ci, false, acc, part[2], part[3]);
+  vc_cpu_gather_gemm_scatter(p, dy, a->dtype, co, f32 ? w : part[0], ci, false, acc, part[2], part[3]);
   if (!f32) vc_cpu_from_f32(dx, a->dtype, acc, p->n_in * ci);
 }
 

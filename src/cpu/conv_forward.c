@@ -40,7 +40,7 @@ static void forward_explicit(const vc_plan *p, const vc_conv_args *a, const void
   float *acc = f32 ? y : part[1];
   if (!f32) vc_cpu_to_f32(part[0], w, a->dtype, co * K * ci);
   vc_cpu_fill_rows(acc, p->n_out, co, bias, a->dtype);
-  vc_cpu_gather_gemm_scatter(p, x, a->dtype, ci, false, f32 ? w : part[0], co, true, acc, part[2], part[3]);
+  vc_cpu_gather_gemm_scatter(p, x, a->dtype, ci, f32 ? w : part[0], co, true, acc, part[2], part[3]);
   if (!f32) vc_cpu_from_f32(y, a->dtype, acc, p->n_out * co);
 }
 

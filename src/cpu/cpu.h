@@ -55,12 +55,11 @@ void vc_cpu_pass_begin(const vc_plan *p, const vc_conv_args *a, vc_pass pass, vo
 
 /* The explicit gather -> GEMM -> scatter loop shared by forward and backward-data: for every
  * offset r and chunk of its pairs, acc[dst_idx] += f32(src[src_idx]) * op(W_r), where W_r is
- * the [co, ci] slice of w32 at column r*ci (row stride K*ci), op = transpose when
- * `transpose_w` (forward: ci -> co) and identity otherwise (backward-data: co -> ci).
- * `from_out` says the source rows are the pairs' output rows. */
-void vc_cpu_gather_gemm_scatter(const vc_plan *p, const void *src, vc_dtype dt, int64_t c_src, bool from_out,
-                                const float *w32, int64_t c_dst, bool transpose_w, float *acc, float *ga,
-                                float *gc);
+ * the [co, ci] slice of w32 at column r*ci (row stride K*ci). `forward`: the source rows are
+ * the pairs' inputs and op = transpose (ci -> co); otherwise (backward-data) the source rows
+ * are the pairs' outputs and op = identity (co -> ci). */
+void vc_cpu_gather_gemm_scatter(const vc_plan *p, const void *src, vc_dtype dt, int64_t c_src, const float *w32,
+                                int64_t c_dst, bool forward, float *acc, float *ga, float *gc);
 
 /* ---- the passes: conv_forward.c, conv_backward_data.c, conv_backward_weight.c ---- */
 vc_status vc_cpu_forward(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, const void *x,

@@ -97,16 +97,15 @@ void vc_cpu_column_sums(void *db, vc_dtype dt, const void *dy, int64_t n, int64_
   }
 }
 
-void vc_cpu_gather_gemm_scatter(const vc_plan *p, const void *src, vc_dtype dt, int64_t c_src, bool from_out,
-                                const float *w32, int64_t c_dst, bool transpose_w, float *acc, float *ga,
-                                float *gc) {
-  const int64_t K = p->kvol, ch = vc_cpu_chunk_rows(p), ci = transpose_w ? c_src : c_dst;
-  const int32_t *src_idx = from_out ? p->pair_out : p->pair_in, *dst_idx = from_out ? p->pair_in : p->pair_out;
+void vc_cpu_gather_gemm_scatter(const vc_plan *p, const void *src, vc_dtype dt, int64_t c_src, const float *w32,
+                                int64_t c_dst, bool forward, float *acc, float *ga, float *gc) {
+  const int64_t K = p->kvol, ch = vc_cpu_chunk_rows(p), ci = forward ? c_src : c_dst;
+  const int32_t *src_idx = forward ? p->pair_in : p->pair_out, *dst_idx = forward ? p->pair_out : p->pair_in;
   for (int64_t r = 0; r < K; r++) {
     for (int64_t b = p->offsets[r]; b < p->offsets[r + 1]; b += ch) {
       const int64_t m = p->offsets[r + 1] - b < ch ? p->offsets[r + 1] - b : ch;
       vc_cpu_gather_rows(ga, src, dt, c_src, src_idx + b, m);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, transpose_w ? CblasTrans : CblasNoTrans, (int)m, (int)c_dst,
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, forward ? CblasTrans : CblasNoTrans, (int)m, (int)c_dst,
                   (int)c_src, 1.0f, ga, (int)c_src, w32 + r * ci, (int)(K * ci), 0.0f, gc, (int)c_dst);
       vc_cpu_scatter_add_rows(acc, c_dst, gc, dst_idx + b, m);
     }
