@@ -48,7 +48,6 @@ def main():
     idx = shell(a.res).to(a.device)
     x = spconv.SparseConvTensor(torch.randn(len(idx), a.channels, device=a.device, dtype=dt), idx, [a.res] * 3, 1)
     net = spconv.SparseSequential(*[ResBlock(a.channels) for _ in range(a.blocks)]).to(a.device).to(dt)
-    flops = 0
     for i in range(6):
         t0 = time.time()
         y = net(x)

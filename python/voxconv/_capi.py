@@ -8,6 +8,7 @@ vc_last_error. The library is found, in order, at $VOXCONV_LIBRARY, next to this
 import ctypes
 import os
 import threading
+import weakref
 from ctypes import POINTER, c_char_p, c_int, c_int32, c_int64, c_size_t, c_void_p
 
 # ---- enums (values of voxconv.h) -------------------------------------------------------
@@ -21,7 +22,6 @@ KINDS = {"submanifold": 0, "sparse": 1, "inverse": 2, "transposed": 3}
 PASS_FORWARD, PASS_BACKWARD_DATA, PASS_BACKWARD_WEIGHT = 0, 1, 2
 ALGOS = {"auto": 0, "reference": 1, "explicit": 2, "implicit": 3, "masked": 4, "grouped": 5}
 ALGO_NAMES = {v: k for k, v in ALGOS.items()}
-KERNEL_MAX, STRIDE_MAX, DILATION_MAX = 7, 4, 4
 
 
 class VoxconvError(RuntimeError):
@@ -114,12 +114,13 @@ def check(status, ctx_handle=None):
     """Raises VoxconvError for a failing status, with the context's last error."""
     if status != 0:
         text = lib.vc_last_error(ctx_handle)
-        raise VoxconvError(status, text.decode() if text else STATUS_NAMES[status])
+        raise VoxconvError(status, text.decode() if text else lib.vc_status_string(status).decode())
 
 
 # ---- owning wrappers -----------------------------------------------------------------
 
-def _triple(v, name):
+def triple(v, name):
+    """One value or three, as a 3-tuple of ints."""
     t = tuple(int(x) for x in v) if isinstance(v, (tuple, list)) else (int(v),) * 3
     if len(t) != 3:
         raise ValueError("voxconv: %s needs 1 or 3 values, got %r" % (name, v))
@@ -131,36 +132,29 @@ def make_desc(kind, kernel_size, stride=1, padding=None, dilation=1, output_boun
     None or 0 per axis: unbounded (the library validates everything else)."""
     if kind not in KINDS:
         raise ValueError("voxconv: kind %r is not one of %s" % (kind, ", ".join(KINDS)))
-    k, s, d = _triple(kernel_size, "kernel_size"), _triple(stride, "stride"), _triple(dilation, "dilation")
+    k, s, d = triple(kernel_size, "kernel_size"), triple(stride, "stride"), triple(dilation, "dilation")
     if padding is None:
         p = tuple((k[a] // 2) * d[a] if kind == "submanifold" else 0 for a in range(3))
     else:
-        p = _triple(padding, "padding")
+        p = triple(padding, "padding")
     desc = ConvDesc()
     lib.vc_conv_desc_init(ctypes.byref(desc), KINDS[kind], 1, 1, 0, 1)
     for a in range(3):
         desc.kernel_size[a], desc.stride[a], desc.padding[a], desc.dilation[a] = k[a], s[a], p[a], d[a]
     if output_bound is not None:
-        b = _triple(output_bound, "output_bound")
+        b = triple(output_bound, "output_bound")
         for a in range(3):
             desc.output_bound[a] = b[a]
     return desc
 
 
-class Context:
-    """A vc_context for one device ('cpu', or 'cuda' with an index). The C context may be
-    used by one thread at a time, and ctypes releases the GIL, so every call takes .lock."""
-
-    def __init__(self, kind="cpu", index=0):
-        self.kind, self.index = kind, index
-        self.lock = threading.RLock()
-        h = _P()
-        check(lib.vc_context_create(DEVICE_CUDA if kind == "cuda" else DEVICE_CPU, int(index), ctypes.byref(h)))
-        self.handle = h
+class _Handle:
+    """An owned C object: close() (or garbage collection) destroys it once."""
+    _destroy = None
 
     def close(self):
         if getattr(self, "handle", None):
-            lib.vc_context_destroy(self.handle)
+            type(self)._destroy(self.handle)
             self.handle = None
 
     def __del__(self):
@@ -170,84 +164,100 @@ class Context:
             pass
 
 
-class Plan:
+class Context(_Handle):
+    """A vc_context for one device ('cpu', or 'cuda' with an index). The C context may be
+    used by one thread at a time, and ctypes releases the GIL, so every call takes .lock.
+    Closing it closes its plans first (a plan must not outlive its context)."""
+    _destroy = staticmethod(lib.vc_context_destroy)
+
+    def __init__(self, kind="cpu", index=0):
+        self.kind, self.index = kind, index
+        self.lock = threading.RLock()
+        self.plans = weakref.WeakSet()
+        h = _P()
+        check(lib.vc_context_create(DEVICE_CUDA if kind == "cuda" else DEVICE_CPU, int(index), ctypes.byref(h)))
+        self.handle = h
+
+    def close(self):
+        for plan in list(self.plans):
+            plan.close()
+        super().close()
+
+
+_contexts = {}
+_contexts_lock = threading.Lock()
+
+
+def context(kind="cpu", index=0):
+    """The process's context for one device, created on first use and kept."""
+    with _contexts_lock:
+        ctx = _contexts.get((kind, index))
+        if ctx is None:
+            ctx = _contexts[(kind, index)] = Context(kind, index)
+        return ctx
+
+
+class Plan(_Handle):
     """A vc_plan over `n` sites at `coords_ptr` (host memory for CPU contexts, device memory
     for CUDA). Keeps its context and paired plan alive: a plan must not outlive either."""
+    _destroy = staticmethod(lib.vc_plan_destroy)
 
     def __init__(self, ctx, desc, coords_ptr, n, paired=None, stream=None):
         self.ctx, self.paired, self.desc = ctx, paired, desc
         h = _P()
-        with ctx.lock:
-            check(lib.vc_plan_create(ctx.handle, ctypes.byref(desc), coords_ptr, int(n),
-                                     paired.handle if paired is not None else None, stream, ctypes.byref(h)),
-                  ctx.handle)
+        self._call(lib.vc_plan_create, ctx.handle, ctypes.byref(desc), coords_ptr, int(n),
+                   paired.handle if paired is not None else None, stream, ctypes.byref(h))
         self.handle = h
+        ctx.plans.add(self)
         self.in_count = lib.vc_plan_in_count(h)
         self.out_count = lib.vc_plan_out_count(h)
         self.kernel_volume = lib.vc_plan_kernel_volume(h)
         self.pair_count = lib.vc_plan_pair_count(h)
 
-    def out_coords_into(self, ptr, stream=None):
+    def _call(self, fn, *args):
+        if not self.ctx.handle:
+            raise VoxconvError(1, "voxconv: the context of this plan is closed")
         with self.ctx.lock:
-            check(lib.vc_plan_out_coords(self.handle, ptr, stream), self.ctx.handle)
+            check(fn(*args), self.ctx.handle)
+
+    def _live(self):
+        if not getattr(self, "handle", None):
+            raise VoxconvError(1, "voxconv: the plan is closed")
+        return self.handle
+
+    def out_coords_into(self, ptr, stream=None):
+        self._call(lib.vc_plan_out_coords, self._live(), ptr, stream)
 
     def kernel_map_into(self, offsets_ptr, in_ptr, out_ptr, stream=None):
-        with self.ctx.lock:
-            check(lib.vc_plan_kernel_map(self.handle, offsets_ptr, in_ptr, out_ptr, stream), self.ctx.handle)
+        self._call(lib.vc_plan_kernel_map, self._live(), offsets_ptr, in_ptr, out_ptr, stream)
 
     def workspace_size(self, args, pass_):
         n = c_size_t()
-        with self.ctx.lock:
-            check(lib.vc_conv_workspace_size(self.handle, ctypes.byref(args), pass_, ctypes.byref(n)), self.ctx.handle)
+        self._call(lib.vc_conv_workspace_size, self._live(), ctypes.byref(args), pass_, ctypes.byref(n))
         return n.value
 
-    def algo_for(self, args, pass_):
-        a = c_int()
-        with self.ctx.lock:
-            check(lib.vc_conv_algo_for(self.handle, ctypes.byref(args), pass_, ctypes.byref(a)), self.ctx.handle)
-        return ALGO_NAMES[a.value]
-
     def forward(self, args, x, w, bias, y, ws, ws_bytes, stream=None):
-        with self.ctx.lock:
-            check(lib.vc_conv_forward(self.ctx.handle, self.handle, ctypes.byref(args), x, w, bias, y, ws, ws_bytes,
-                                      stream), self.ctx.handle)
+        self._call(lib.vc_conv_forward, self.ctx.handle, self._live(), ctypes.byref(args), x, w, bias, y, ws,
+                   ws_bytes, stream)
 
     def backward_data(self, args, dy, w, dx, ws, ws_bytes, stream=None):
-        with self.ctx.lock:
-            check(lib.vc_conv_backward_data(self.ctx.handle, self.handle, ctypes.byref(args), dy, w, dx, ws, ws_bytes,
-                                            stream), self.ctx.handle)
+        self._call(lib.vc_conv_backward_data, self.ctx.handle, self._live(), ctypes.byref(args), dy, w, dx, ws,
+                   ws_bytes, stream)
 
     def backward_weight(self, args, x, dy, dw, db, ws, ws_bytes, stream=None):
-        with self.ctx.lock:
-            check(lib.vc_conv_backward_weight(self.ctx.handle, self.handle, ctypes.byref(args), x, dy, dw, db, ws,
-                                              ws_bytes, stream), self.ctx.handle)
-
-    def tune(self, args, pass_, stream=None):
-        a = c_int()
-        with self.ctx.lock:
-            check(lib.vc_conv_tune(self.ctx.handle, self.handle, ctypes.byref(args), pass_, stream, ctypes.byref(a)),
-                  self.ctx.handle)
-        return ALGO_NAMES[a.value]
-
-    def close(self):
-        if getattr(self, "handle", None):
-            lib.vc_plan_destroy(self.handle)
-            self.handle = None
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
+        self._call(lib.vc_conv_backward_weight, self.ctx.handle, self._live(), ctypes.byref(args), x, dy, dw, db,
+                   ws, ws_bytes, stream)
 
 
-def make_args(in_channels, out_channels, dtype, math=MATH_F32, algo="auto"):
+def conv_args(desc, weight_shape, dtype, math=MATH_F32, algo="auto"):
+    """(vc_conv_args, Ci, Co) for a [Co, K0, K1, K2, Ci] weight of the descriptor's kernel."""
     if algo not in ALGOS:
         raise ValueError("voxconv: algo %r is not one of %s" % (algo, ", ".join(ALGOS)))
+    ci, co = conv_channels(desc, weight_shape)
     a = ConvArgs()
-    lib.vc_conv_args_init(ctypes.byref(a), int(in_channels), int(out_channels), dtype)
+    lib.vc_conv_args_init(ctypes.byref(a), int(ci), int(co), dtype)
     a.math, a.algo = math, ALGOS[algo]
-    return a
+    return a, ci, co
 
 
 def conv_channels(desc, weight_shape, what="weight"):
@@ -264,3 +274,8 @@ def check_rows(shape, rows, cols, what):
     """A feature matrix must be exactly [rows, cols]: the C API trusts the sizes it is given."""
     if len(shape) != 2 or shape[0] != rows or shape[1] != cols:
         raise ValueError("voxconv: %s has shape %s, expected [%d, %d]" % (what, list(shape), rows, cols))
+
+
+def check_bias(bias_shape, co):
+    if bias_shape is not None and tuple(bias_shape) != (co,):
+        raise ValueError("voxconv: bias has shape %s, expected [%d]" % (list(bias_shape), co))

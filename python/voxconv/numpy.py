@@ -16,15 +16,12 @@ import numpy as np
 from . import _capi
 
 _DTYPES = {np.dtype(np.float32): _capi.DTYPE_F32, np.dtype(np.float16): _capi.DTYPE_F16}
-_ctx = None
+_MATHS = {"f32": _capi.MATH_F32, "tf32": _capi.MATH_TF32}
 
 
 def context():
     """The process's CPU context (created on first use)."""
-    global _ctx
-    if _ctx is None:
-        _ctx = _capi.Context("cpu")
-    return _ctx
+    return _capi.context("cpu")
 
 
 def _ptr(a):
@@ -89,41 +86,36 @@ class SparseConv:
         self.plan.kernel_map_into(_ptr(off), _ptr(pin), _ptr(pout))
         return off, pin, pout
 
-    def _args(self, w, dt, algo, math):
-        ci, co = _capi.conv_channels(self.desc, w.shape)
-        m = {"f32": _capi.MATH_F32, "tf32": _capi.MATH_TF32}.get(math)
-        if m is None:
+    def _args(self, w_shape, dt, algo, math):
+        if math not in _MATHS:
             raise ValueError("voxconv: math %r is not 'f32' or 'tf32'" % (math,))
-        return _capi.make_args(ci, co, _DTYPES[dt], m, algo), ci, co
+        return _capi.conv_args(self.desc, w_shape, _DTYPES[dt], _MATHS[math], algo)
 
     def _workspace(self, args, pass_):
-        n = self.plan.workspace_size(args, pass_)
-        ws = np.empty(n, dtype=np.uint8)
-        return ws, n
+        return np.empty(self.plan.workspace_size(args, pass_), dtype=np.uint8)
 
     def forward(self, x, weight, bias=None, algo="auto", math="f32"):
         """y [out_count, Co] = conv(x [in_count, Ci], weight [Co, K0, K1, K2, Ci]) + bias [Co]."""
         dt = _dtype_of(x, weight, bias)
         x, w = np.ascontiguousarray(x, dt), np.ascontiguousarray(weight, dt)
         b = None if bias is None else np.ascontiguousarray(bias, dt)
-        args, ci, co = self._args(w, dt, algo, math)
+        args, ci, co = self._args(w.shape, dt, algo, math)
         _capi.check_rows(x.shape, self.in_count, ci, "x")
-        if b is not None and b.shape != (co,):
-            raise ValueError("voxconv: bias has shape %s, expected [%d]" % (list(b.shape), co))
+        _capi.check_bias(None if b is None else b.shape, co)
         y = np.empty((self.out_count, co), dtype=dt)
-        ws, n = self._workspace(args, _capi.PASS_FORWARD)
-        self.plan.forward(args, _ptr(x), _ptr(w), _ptr(b), _ptr(y), _ptr(ws), n)
+        ws = self._workspace(args, _capi.PASS_FORWARD)
+        self.plan.forward(args, _ptr(x), _ptr(w), _ptr(b), _ptr(y), _ptr(ws), ws.size)
         return y
 
     def backward_data(self, dy, weight, algo="auto", math="f32"):
         """dx [in_count, Ci] from dy [out_count, Co]."""
         dt = _dtype_of(dy, weight)
         dy, w = np.ascontiguousarray(dy, dt), np.ascontiguousarray(weight, dt)
-        args, ci, co = self._args(w, dt, algo, math)
+        args, ci, co = self._args(w.shape, dt, algo, math)
         _capi.check_rows(dy.shape, self.out_count, co, "dy")
         dx = np.empty((self.in_count, ci), dtype=dt)
-        ws, n = self._workspace(args, _capi.PASS_BACKWARD_DATA)
-        self.plan.backward_data(args, _ptr(dy), _ptr(w), _ptr(dx), _ptr(ws), n)
+        ws = self._workspace(args, _capi.PASS_BACKWARD_DATA)
+        self.plan.backward_data(args, _ptr(dy), _ptr(w), _ptr(dx), _ptr(ws), ws.size)
         return dx
 
     def backward_weight(self, x, dy, bias=True, algo="auto", math="f32"):
@@ -134,12 +126,12 @@ class SparseConv:
             raise ValueError("voxconv: x and dy must be 2-D, got %s and %s" % (list(x.shape), list(dy.shape)))
         k = tuple(self.desc.kernel_size)
         dw = np.empty((dy.shape[1],) + k + (x.shape[1],), dtype=dt)
-        args, ci, co = self._args(dw, dt, algo, math)
+        args, ci, co = self._args(dw.shape, dt, algo, math)
         _capi.check_rows(x.shape, self.in_count, ci, "x")
         _capi.check_rows(dy.shape, self.out_count, co, "dy")
         db = np.empty(co, dtype=dt) if bias else None
-        ws, n = self._workspace(args, _capi.PASS_BACKWARD_WEIGHT)
-        self.plan.backward_weight(args, _ptr(x), _ptr(dy), _ptr(dw), _ptr(db), _ptr(ws), n)
+        ws = self._workspace(args, _capi.PASS_BACKWARD_WEIGHT)
+        self.plan.backward_weight(args, _ptr(x), _ptr(dy), _ptr(dw), _ptr(db), _ptr(ws), ws.size)
         return dw, db
 
 

@@ -91,8 +91,7 @@ def to_ref_tensor(x):
 def check_layer(layer, x, dtype, what, fwd_layer=None, fwd_in=None):
     """Forward and all gradients of `layer` on x against the dense f64 reference."""
     xr, fr = to_ref_tensor(x)
-    ref_layer = layer
-    out_idx, yr = reference(ref_layer, xr, fwd_layer, fwd_in)
+    out_idx, yr = reference(layer, xr, fwd_layer, fwd_in)
     layer.zero_grad(set_to_none=True)
     f = x.features.detach().clone().requires_grad_(True)
     y = layer(x.replace_feature(f))
@@ -174,7 +173,6 @@ def test_finite_differences_f32():
         for name, make, ci in conv_layers():
             layer = make().to(dev)
             x = random_tensor(120, ci, device=dev)
-            g = None
             f = x.features.clone().requires_grad_(True)
             y = layer(x.replace_feature(f)).features
             g = randn(*y.shape).to(dev)

@@ -16,7 +16,7 @@ def kernel_map(kind, coords, k, s=(1, 1, 1), p=None, d=(1, 1, 1), bound=None, pa
     if p is None:
         p = tuple((k[a] // 2) * d[a] for a in range(3)) if kind == "submanifold" else (0, 0, 0)
     if kind == "inverse":
-        pout, ppairs = paired
+        _, ppairs = paired
         out = [tuple(c) for c in coords]  # the paired conv's inputs
         pairs = {r: sorted(((o, i) for i, o in lst), key=lambda t: t[1]) for r, lst in ppairs.items()}
         return np.array(out, dtype=np.int32).reshape(-1, 4), pairs

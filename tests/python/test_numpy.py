@@ -72,16 +72,16 @@ GEOMETRIES = [  # kind, kernel, stride, padding, dilation, bound
 
 
 def _conv_case(kind, k, s, p, d, bound, dtype, ci=5, co=7):
-    s3, d3 = vnp._capi._triple(s, "s"), d
+    s3 = _capi.triple(s, "stride")
     coords = random_coords(120)
     if kind == "inverse":
         fwd = vnp.SparseConv(coords, "sparse", k, s, p, d)
         conv = vnp.SparseConv(None, "inverse", k, s, p, d, paired=fwd)
-        pout, ppairs = ref.kernel_map("sparse", coords, k, s3, p, d3)
+        pout, ppairs = ref.kernel_map("sparse", coords, k, s3, p, d)
         want_out, pairs = ref.kernel_map("inverse", coords, k, paired=(pout, ppairs))
     else:
         conv = vnp.SparseConv(coords, kind, k, s, p, d, output_bound=bound)
-        want_out, pairs = ref.kernel_map(kind, coords, k, s3, p, d3, bound)
+        want_out, pairs = ref.kernel_map(kind, coords, k, s3, p, d, bound)
     what = "%s k=%s s=%s bound=%s %s" % (kind, k, s, bound, np.dtype(dtype).name)
     same_map(conv, want_out, pairs, what)
     n_in, n_out = conv.in_count, conv.out_count
@@ -165,7 +165,7 @@ def test_errors_bad_input():
     e = expect_raises(voxconv.VoxconvError, "desc->kernel_size[0] = 8 is outside [1, 7]", vnp.SparseConv, c,
                       "sparse", 8)
     assert e.status == "VC_ERR_INVALID_ARGUMENT"
-    e = expect_raises(voxconv.VoxconvError, "desc->output_bound[1] = -2 is negative", vnp.SparseConv, c, "sparse",
+    expect_raises(voxconv.VoxconvError, "desc->output_bound[1] = -2 is negative", vnp.SparseConv, c, "sparse",
                       2, 2, output_bound=(4, -2, 4))
     e = expect_raises(voxconv.VoxconvError, "args->algo = VC_ALGO_IMPLICIT is not available on the cpu backend",
                       conv.forward, x, w, algo="implicit")

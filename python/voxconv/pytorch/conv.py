@@ -1,27 +1,24 @@
 """Sparse convolution layers with spconv's names, parameters and weight layout."""
 import math
 
-import numpy as np
 import torch
 from torch import nn
 from torch.autograd.function import once_differentiable
 
 from .. import _capi
-from .core import KernelMap, SparseConvTensor, dtype_code, ptr, stream_for
+from .core import SparseConvTensor, build_map, dtype_code, find_map, ptr, stream_for
 from .modules import SparseModule
 
 
 def _args(kmap, weight, dtype, algo):
-    ci, co = _capi.conv_channels(kmap.desc, weight.shape)
     m = _capi.MATH_F32
     if dtype == torch.float32 and kmap.device.type == "cuda" and torch.backends.cuda.matmul.allow_tf32:
         m = _capi.MATH_TF32  # the same opt-in as torch's own fp32 matmuls
-    return _capi.make_args(ci, co, dtype_code(dtype), m, algo or "auto"), ci, co
+    return _capi.conv_args(kmap.desc, weight.shape, dtype_code(dtype), m, algo or "auto")
 
 
 def _workspace(kmap, args, pass_):
-    n = kmap.plan.workspace_size(args, pass_)
-    return torch.empty(n, dtype=torch.uint8, device=kmap.device), n
+    return torch.empty(kmap.plan.workspace_size(args, pass_), dtype=torch.uint8, device=kmap.device)
 
 
 def _same_device(kmap, **tensors):
@@ -35,11 +32,10 @@ def conv_forward(kmap, x, w, bias=None, algo=None):
     _same_device(kmap, features=x, weight=w, bias=bias)
     args, ci, co = _args(kmap, w, x.dtype, algo)
     _capi.check_rows(x.shape, kmap.plan.in_count, ci, "features")
-    if bias is not None and tuple(bias.shape) != (co,):
-        raise ValueError("voxconv: bias has shape %s, expected [%d]" % (list(bias.shape), co))
+    _capi.check_bias(None if bias is None else bias.shape, co)
     y = torch.empty((kmap.plan.out_count, co), dtype=x.dtype, device=x.device)
-    ws, n = _workspace(kmap, args, _capi.PASS_FORWARD)
-    kmap.plan.forward(args, ptr(x), ptr(w), ptr(bias), ptr(y), ptr(ws), n, stream_for(x.device))
+    ws = _workspace(kmap, args, _capi.PASS_FORWARD)
+    kmap.plan.forward(args, ptr(x), ptr(w), ptr(bias), ptr(y), ptr(ws), ws.numel(), stream_for(x.device))
     return y
 
 
@@ -47,8 +43,8 @@ def conv_backward_data(kmap, dy, w, algo=None):
     args, ci, co = _args(kmap, w, dy.dtype, algo)
     _capi.check_rows(dy.shape, kmap.plan.out_count, co, "grad_output")
     dx = torch.empty((kmap.plan.in_count, ci), dtype=dy.dtype, device=dy.device)
-    ws, n = _workspace(kmap, args, _capi.PASS_BACKWARD_DATA)
-    kmap.plan.backward_data(args, ptr(dy), ptr(w), ptr(dx), ptr(ws), n, stream_for(dy.device))
+    ws = _workspace(kmap, args, _capi.PASS_BACKWARD_DATA)
+    kmap.plan.backward_data(args, ptr(dy), ptr(w), ptr(dx), ptr(ws), ws.numel(), stream_for(dy.device))
     return dx
 
 
@@ -56,8 +52,8 @@ def conv_backward_weight(kmap, x, dy, w_shape, want_db, algo=None):
     dw = torch.empty(w_shape, dtype=dy.dtype, device=dy.device)
     args, ci, co = _args(kmap, dw, dy.dtype, algo)
     db = torch.empty(co, dtype=dy.dtype, device=dy.device) if want_db else None
-    ws, n = _workspace(kmap, args, _capi.PASS_BACKWARD_WEIGHT)
-    kmap.plan.backward_weight(args, ptr(x), ptr(dy), ptr(dw), ptr(db), ptr(ws), n, stream_for(dy.device))
+    ws = _workspace(kmap, args, _capi.PASS_BACKWARD_WEIGHT)
+    kmap.plan.backward_weight(args, ptr(x), ptr(dy), ptr(dw), ptr(db), ptr(ws), ws.numel(), stream_for(dy.device))
     return dw, db
 
 
@@ -67,7 +63,7 @@ class SparseConvFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, features, weight, bias, kmap, algo):
         ctx.save_for_backward(features, weight)
-        ctx.kmap, ctx.algo, ctx.has_bias = kmap, algo, bias is not None
+        ctx.kmap, ctx.algo = kmap, algo
         return conv_forward(kmap, features, weight, bias, algo)
 
     @staticmethod
@@ -78,7 +74,7 @@ class SparseConvFunction(torch.autograd.Function):
         dx = dw = db = None
         if ctx.needs_input_grad[0]:
             dx = conv_backward_data(ctx.kmap, dy, w, ctx.algo)
-        want_db = ctx.has_bias and ctx.needs_input_grad[2]
+        want_db = ctx.needs_input_grad[2]  # False when there is no bias
         if ctx.needs_input_grad[1] or want_db:
             dw, db = conv_backward_weight(ctx.kmap, x, dy, w.shape, want_db, ctx.algo)
             if not ctx.needs_input_grad[1]:
@@ -122,12 +118,13 @@ class SparseConvolution(SparseModule):
         if algo is not None and not isinstance(algo, str):
             algo = None  # spconv's ConvAlgo enum: voxconv picks its own algorithm
         self.ndim, self.in_channels, self.out_channels = ndim, in_channels, out_channels
-        self.kernel_size = _t3(kernel_size)
-        self.stride, self.padding, self.dilation = _t3(stride), _t3(padding), _t3(dilation)
-        self.output_padding = _t3(output_padding)
+        t = _capi.triple
+        self.kernel_size, self.stride = t(kernel_size, "kernel_size"), t(stride, "stride")
+        self.padding, self.dilation = t(padding, "padding"), t(dilation, "dilation")
+        self.output_padding = t(output_padding, "output_padding")
         self.groups, self.subm, self.transposed, self.inverse = groups, subm, transposed, inverse
         self.indice_key, self.algo, self.fp32_accum = indice_key, algo, fp32_accum
-        self.conv1x1 = int(np.prod(self.kernel_size)) == 1
+        self.conv1x1 = math.prod(self.kernel_size) == 1
         self.weight = nn.Parameter(torch.empty((out_channels, *self.kernel_size, in_channels), device=device,
                                                dtype=dtype))
         if bias:
@@ -141,7 +138,7 @@ class SparseConvolution(SparseModule):
         # is K0 * K1 * K2 * Ci), bias uniform in +-1/sqrt(Ci * K0 * K1 * K2)
         nn.init.kaiming_uniform_(self.weight, a=math.sqrt(5))
         if self.bias is not None:
-            bound = 1 / math.sqrt(self.in_channels * int(np.prod(self.kernel_size)))
+            bound = 1 / math.sqrt(self.in_channels * math.prod(self.kernel_size))
             nn.init.uniform_(self.bias, -bound, bound)
 
     def extra_repr(self):
@@ -183,22 +180,16 @@ class SparseConvolution(SparseModule):
         # map holds the indices tensor, so its id stays unique while the entry lives)
         auto = self.indice_key is None and self.subm
         key = ("voxconv.subm", self.kernel_size, self.dilation, id(x.indices)) if auto else self.indice_key
-        km = d.get(key) if key is not None else None
+        km = find_map(x, key, kind, self.kernel_size, stride, pad, self.dilation, shape, same_sites=auto)
         if km is not None:
-            fits = (km.same_geometry(kind, self.kernel_size, stride, pad, self.dilation)
-                    and km.plan.in_count == x.indices.shape[0] and (not auto or km.in_indices is x.indices)
-                    and (kind == "submanifold" or km.out_shape == shape))
-            if fits:
-                return km
-            if kind == "submanifold" and not auto:
-                raise ValueError("voxconv: indice_key %r belongs to a %s map (kernel %s over %d sites); this layer is "
-                                 "submanifold with kernel %s over %d sites" % (
-                                     key, km.kind, km.kernel_size, km.plan.in_count, self.kernel_size,
-                                     x.indices.shape[0]))
-        km = KernelMap(kind, x.indices, x.spatial_shape, self.kernel_size, stride, pad, self.dilation, shape)
-        if key is not None:
-            d[key] = km
-        return km
+            return km
+        old = x.indice_dict.get(key) if key is not None else None
+        if old is not None and kind == "submanifold" and not auto:
+            raise ValueError("voxconv: indice_key %r belongs to a %s map (kernel %s over %d sites); this layer is "
+                             "submanifold with kernel %s over %d sites" % (
+                                 key, old.kind, old.kernel_size, old.plan.in_count, self.kernel_size,
+                                 x.indices.shape[0]))
+        return build_map(x, key, kind, self.kernel_size, stride, pad, self.dilation, shape)
 
     def forward(self, x):
         if not isinstance(x, SparseConvTensor):
@@ -222,10 +213,6 @@ class SparseConvolution(SparseModule):
         y = SparseConvFunction.apply(feats, w, b, km, self.algo)
         return SparseConvTensor(y, km.out_indices, km.out_shape, x.batch_size, indice_dict=x.indice_dict,
                                 benchmark=x.benchmark)
-
-
-def _t3(v):
-    return tuple(int(x) for x in v) if isinstance(v, (tuple, list)) else (int(v),) * 3
 
 
 class SubMConv3d(SparseConvolution):

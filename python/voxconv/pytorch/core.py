@@ -1,32 +1,20 @@
 """SparseConvTensor, kernel maps (KernelMap) and the per-device voxconv contexts."""
 import ctypes
-import threading
 
 import torch
 
 from .. import _capi
 
 _DTYPES = {torch.float32: _capi.DTYPE_F32, torch.float16: _capi.DTYPE_F16, torch.bfloat16: _capi.DTYPE_BF16}
-_contexts = {}
-_contexts_lock = threading.Lock()
-
-
-def _device_key(device):
-    if device.type == "cuda":
-        return ("cuda", device.index if device.index is not None else torch.cuda.current_device())
-    if device.type == "cpu":
-        return ("cpu", 0)
-    raise ValueError("voxconv: tensors on %s are not supported (cpu or cuda)" % device)
 
 
 def context_for(device):
-    """The voxconv context of a torch device, created on first use and kept."""
-    key = _device_key(device)
-    with _contexts_lock:
-        ctx = _contexts.get(key)
-        if ctx is None:
-            ctx = _contexts[key] = _capi.Context(*key)
-        return ctx
+    """The voxconv context of a torch device (one per device, shared with voxconv.numpy)."""
+    if device.type == "cuda":
+        return _capi.context("cuda", device.index if device.index is not None else torch.cuda.current_device())
+    if device.type == "cpu":
+        return _capi.context("cpu")
+    raise ValueError("voxconv: tensors on %s are not supported (cpu or cuda)" % device)
 
 
 def stream_for(device):
@@ -46,10 +34,6 @@ def dtype_code(dtype):
     return _DTYPES[dtype]
 
 
-def _triple(v):
-    return tuple(int(x) for x in v) if isinstance(v, (tuple, list)) else (int(v),) * 3
-
-
 class KernelMap:
     """One plan and what the layers around it need: input and output indices (int32
     [N, 4]), spatial shapes, the geometry. Stored in SparseConvTensor.indice_dict."""
@@ -57,13 +41,10 @@ class KernelMap:
     def __init__(self, kind, indices, spatial_shape, kernel_size, stride=1, padding=None, dilation=1,
                  out_shape=None, paired=None):
         self.kind = kind
-        self.kernel_size, self.stride, self.dilation = _triple(kernel_size), _triple(stride), _triple(dilation)
         self.device = indices.device if paired is None else paired.device
         ctx = context_for(self.device)
         stream = stream_for(self.device)
-        if kind == "inverse":
-            self.paired = paired
-            self.kernel_size, self.stride, self.dilation = paired.kernel_size, paired.stride, paired.dilation
+        if kind == "inverse":  # the paired map's geometry; it holds no reference back to this map's owner
             self.desc = _capi.make_desc("inverse", paired.kernel_size, paired.stride, paired.padding,
                                         paired.dilation)
             self.plan = _capi.Plan(ctx, self.desc, None, 0, paired.plan, stream)
@@ -85,7 +66,9 @@ class KernelMap:
                 self.out_indices = torch.empty((self.plan.out_count, 4), dtype=torch.int32, device=self.device)
                 if self.plan.out_count:
                     self.plan.out_coords_into(ptr(self.out_indices), stream)
-        self.padding = tuple(self.desc.padding)
+        d = self.desc
+        self.kernel_size, self.stride = tuple(d.kernel_size), tuple(d.stride)
+        self.padding, self.dilation = tuple(d.padding), tuple(d.dilation)
         self._inverse = None
         self._pairs = None
 
@@ -109,9 +92,30 @@ class KernelMap:
         return self._pairs
 
     def same_geometry(self, kind, kernel_size, stride, padding, dilation):
-        return (self.kind == kind and self.kernel_size == _triple(kernel_size) and self.stride == _triple(stride)
-                and self.dilation == _triple(dilation)
-                and (padding is None or self.padding == _triple(padding)))
+        t = _capi.triple
+        return (self.kind == kind and self.kernel_size == t(kernel_size, "kernel_size")
+                and self.stride == t(stride, "stride") and self.dilation == t(dilation, "dilation")
+                and (padding is None or self.padding == t(padding, "padding")))
+
+
+def find_map(x, key, kind, kernel_size, stride, padding, dilation, out_shape, same_sites=False):
+    """x.indice_dict[key] when it is this geometry's map over x's sites (same geometry, as
+    many sites, the same output shape; with same_sites, built over this very indices
+    tensor), else None."""
+    km = x.indice_dict.get(key) if key is not None else None
+    if km is not None and (km.same_geometry(kind, kernel_size, stride, padding, dilation)
+                           and km.plan.in_count == x.indices.shape[0] and (not same_sites or km.in_indices is x.indices)
+                           and (kind == "submanifold" or km.out_shape == list(out_shape))):
+        return km
+    return None
+
+
+def build_map(x, key, kind, kernel_size, stride, padding, dilation, out_shape):
+    """A new map of this geometry over x's sites, stored in x.indice_dict under key (if any)."""
+    km = KernelMap(kind, x.indices, x.spatial_shape, kernel_size, stride, padding, dilation, out_shape)
+    if key is not None:
+        x.indice_dict[key] = km
+    return km
 
 
 class SparseConvTensor:
@@ -121,8 +125,7 @@ class SparseConvTensor:
 
     def __init__(self, features, indices, spatial_shape, batch_size, grid=None, voxel_num=None, indice_dict=None,
                  benchmark=False, **unused):
-        if indices.dtype != torch.int32:
-            indices = indices.int()
+        indices = indices.int().contiguous()  # kernel maps keep (and compare) this very tensor
         if features.dim() != 2 or indices.dim() != 2 or indices.shape[1] != 4 or features.shape[0] != indices.shape[0]:
             raise ValueError("voxconv: features %s and indices %s must be [N, C] and [N, 4]"
                              % (list(features.shape), list(indices.shape)))

@@ -3,10 +3,10 @@
 Windows reduce over the active sites only (as spconv): an output site exists where any
 input falls in its window. Gradients come from torch's scatter_reduce (amax shares the
 gradient between tied maxima)."""
-import torch
 
-from .conv import _out_size, _t3
-from .core import KernelMap, SparseConvTensor
+from .. import _capi
+from .conv import _out_size
+from .core import SparseConvTensor, build_map, find_map
 from .modules import SparseModule
 
 
@@ -18,9 +18,10 @@ class _SparsePool(SparseModule):
         super().__init__(name=name)
         if ndim != 3:
             raise NotImplementedError("voxconv: %d-D pooling is not supported (3-D only)" % ndim)
-        self.kernel_size = _t3(kernel_size)
-        self.stride = _t3(stride) if stride is not None else self.kernel_size
-        self.padding, self.dilation = _t3(padding), _t3(dilation)
+        t = _capi.triple
+        self.kernel_size = t(kernel_size, "kernel_size")
+        self.stride = t(stride, "stride") if stride is not None else self.kernel_size
+        self.padding, self.dilation = t(padding, "padding"), t(dilation, "dilation")
         self.subm, self.indice_key = subm, indice_key
         if subm:
             self.stride = (1, 1, 1)
@@ -36,12 +37,8 @@ class _SparsePool(SparseModule):
             kind, pad = "sparse", self.padding
             shape = [_out_size(x.spatial_shape[a], self.kernel_size[a], self.stride[a], self.padding[a],
                                self.dilation[a], False) for a in range(3)]
-        km = x.find_indice_pair(self.indice_key)
-        if km is None or not (km.same_geometry(kind, self.kernel_size, self.stride, pad, self.dilation)
-                              and km.plan.in_count == x.indices.shape[0]):
-            km = KernelMap(kind, x.indices, x.spatial_shape, self.kernel_size, self.stride, pad, self.dilation, shape)
-            if self.indice_key is not None:
-                x.indice_dict[self.indice_key] = km
+        geometry = (kind, self.kernel_size, self.stride, pad, self.dilation, shape)
+        km = find_map(x, self.indice_key, *geometry) or build_map(x, self.indice_key, *geometry)
         pin, pout = km.pairs()
         f = x.features
         idx = pout[:, None].expand(-1, f.shape[1])
