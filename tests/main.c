@@ -26,8 +26,6 @@ void vc_test_fail(const char *file, int line, const char *expr, const char *fmt,
   fputc('\n', stderr);
 }
 
-bool vc_test_contains(const char *hay, const char *needle) { return hay && needle && strstr(hay, needle); }
-
 int main(int argc, char **argv) {
   const char *filter = argc > 1 ? argv[1] : NULL;
   const char *env = getenv("VC_TEST_SEED");

@@ -55,24 +55,6 @@ static vc_context *cpu_ctx(void) {
   return c;
 }
 
-/* Runs check(arg) in a child process and returns its verdict, so that undefined behaviour
- * caught by a sanitizer (which aborts) fails this one test instead of ending the suite. */
-static bool in_child(bool (*check)(void *), void *arg) {
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  if (pid < 0) return check(arg);
-  if (pid == 0) {
-    /* The parent's OpenMP thread pool does not exist in the child: stay on one thread. */
-    omp_set_num_threads(1);
-    alarm(60); /* a hang in the child becomes a failure, not a stuck suite */
-    _exit(check(arg) ? 0 : 1);
-  }
-  int st = 0;
-  waitpid(pid, &st, 0);
-  return WIFEXITED(st) && WEXITSTATUS(st) == 0;
-}
-
 /* Any non-NULL value the library must replace with NULL when plan creation fails. */
 static char plan_sentinel_byte;
 #define PLAN_SENTINEL ((vc_plan *)(void *)&plan_sentinel_byte)
@@ -902,7 +884,7 @@ static void test_errors_args_channels(void) {
       else c.a.out_channels = bad[i];
       snprintf(c.needle, sizeof c.needle, "args->%s_channels = %lld is outside [1, 65536]", which ? "out" : "in",
                (long long)bad[i]);
-      CHECK(in_child(channel_case_ok, &c), "%s_channels = %lld: wrong answer, or the call crashed / hit undefined "
+      CHECK(vc_test_in_child(channel_case_ok, &c), "%s_channels = %lld: wrong answer, or the call crashed / hit undefined "
             "behaviour (see the sanitizer report above)", which ? "out" : "in", (long long)bad[i]);
     }
   /* Control: the limit itself is accepted by the size query. */
@@ -1196,7 +1178,7 @@ static void test_errors_empty_input_is_valid(void) {
   for (int g = 0; g < 3; g++)
     for (int pass = 0; pass < 3; pass++) {
       e.algo = algos[g], e.pass = (vc_pass)pass;
-      CHECK(in_child(empty_pass_ok, &e), "N = 0, %s, %s: failed, crashed or hit undefined behaviour (see above)",
+      CHECK(vc_test_in_child(empty_pass_ok, &e), "N = 0, %s, %s: failed, crashed or hit undefined behaviour (see above)",
             pass_fn[pass], algo_names[g]);
     }
   for (int k = 0; k < 4; k++) vc_plan_destroy(e.plans[k]);

@@ -53,27 +53,13 @@ static bool same_map(const vc_plan *p, const vc_oracle *o, const char *what) {
   return ok;
 }
 
-static void random_desc(vc_conv_desc *d, vc_conv_kind kind, int k, int s, int dil, bool aniso) {
-  vc_conv_desc_init(d, kind, k, s, -1, dil);
-  for (int a = 0; a < 3; a++) {
-    if (aniso && kind != VC_CONV_SUBMANIFOLD) d->kernel_size[a] = vc_rand_int(1, k);
-    if (aniso && kind == VC_CONV_SUBMANIFOLD) d->kernel_size[a] = 2 * vc_rand_int(0, k / 2) + 1;
-    if (kind == VC_CONV_SUBMANIFOLD)
-      d->padding[a] = d->kernel_size[a] / 2 * dil;
-    else
-      d->padding[a] = vc_rand_int(0, (d->kernel_size[a] - 1) * dil);
-    /* sometimes spconv's output spatial shape: sites outside [0, bound) are dropped */
-    if (kind != VC_CONV_SUBMANIFOLD && vc_rand_int(0, 1)) d->output_bound[a] = vc_rand_int(0, 6);
-  }
-}
-
 /* One plan (and, for kind sparse, its inverse) against the oracle. */
 static void check_case(vc_conv_kind kind, int k, int s, int dil, bool aniso, int64_t n, int32_t nb) {
   vc_context *ctx;
   CHECK_OK(NULL, vc_context_create(VC_DEVICE_CPU, 0, &ctx));
   int32_t *coords = vc_rand_coords(n, nb, -6, 5);
   vc_conv_desc d;
-  random_desc(&d, kind == VC_CONV_INVERSE ? VC_CONV_SPARSE : kind, k, s, dil, aniso);
+  vc_rand_desc(&d, kind == VC_CONV_INVERSE ? VC_CONV_SPARSE : kind, k, s, dil, aniso, 6);
   char what[160];
   snprintf(what, sizeof what, "%s k=(%d,%d,%d) s=%d pad=(%d,%d,%d) d=%d bound=(%d,%d,%d) n=%lld", vc_kind_name(kind),
            d.kernel_size[0], d.kernel_size[1], d.kernel_size[2], s, d.padding[0], d.padding[1], d.padding[2], dil,

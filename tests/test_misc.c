@@ -260,25 +260,7 @@ static void test_misc_convert_errors(void) {
   CHECK(memcmp(out, src, sizeof src) == 0, "f32 copy differs");
 }
 
-/* Runs check() in a child process and returns its verdict, so that undefined behaviour
- * caught by a sanitizer (which aborts) fails this one test instead of ending the suite. */
-static bool in_child(bool (*check)(void)) {
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  if (pid < 0) return check();
-  if (pid == 0) {
-    /* The parent's OpenMP thread pool does not exist in the child: stay on one thread. */
-    omp_set_num_threads(1);
-    alarm(60); /* a hang in the child becomes a failure, not a stuck suite */
-    _exit(check() ? 0 : 1);
-  }
-  int st = 0;
-  waitpid(pid, &st, 0);
-  return WIFEXITED(st) && WEXITSTATUS(st) == 0;
-}
-
-static bool zero_length_null_ok(void) {
+static bool zero_length_null_ok(void *unused) {
   const vc_dtype dts[3] = {VC_DTYPE_F32, VC_DTYPE_F16, VC_DTYPE_BF16};
   bool ok = true;
   for (int t = 0; t < 3; t++) {
@@ -292,7 +274,7 @@ static bool zero_length_null_ok(void) {
 
 static void test_misc_convert_zero_length_null(void) {
   /* n = 0 with NULL pointers is valid: the header makes only "NULL with n > 0" an error. */
-  CHECK(in_child(zero_length_null_ok), "vc_convert_*(dtype, NULL, NULL, 0) failed, crashed or hit undefined "
+  CHECK(vc_test_in_child(zero_length_null_ok, NULL), "vc_convert_*(dtype, NULL, NULL, 0) failed, crashed or hit undefined "
         "behaviour (see the sanitizer report above)");
 }
 

@@ -2,8 +2,54 @@
 #include "vc_test.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+bool vc_test_contains(const char *hay, const char *needle) { return hay && needle && strstr(hay, needle); }
+
+bool vc_test_in_child(bool (*check)(void *), void *arg) {
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) return check(arg);
+  if (pid == 0) {
+    /* The parent's OpenMP thread pool does not exist in the child: stay on one thread. */
+    omp_set_num_threads(1);
+    alarm(60); /* a hang in the child becomes a failure, not a stuck suite */
+    _exit(check(arg) ? 0 : 1);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+const char *vc_algo_name(vc_algo a) {
+  static const char *const n[] = {"auto", "reference", "explicit", "implicit", "masked", "grouped"};
+  return (unsigned)a <= VC_ALGO_GROUPED ? n[a] : "?";
+}
+
+const char *vc_pass_name(vc_pass p) {
+  static const char *const n[] = {"forward", "backward_data", "backward_weight"};
+  return (unsigned)p <= VC_PASS_BACKWARD_WEIGHT ? n[p] : "?";
+}
+
+void vc_rand_desc(vc_conv_desc *d, vc_conv_kind kind, int k, int s, int dil, bool aniso, int max_bound) {
+  const bool subm = kind == VC_CONV_SUBMANIFOLD;
+  vc_conv_desc_init(d, kind, k, subm ? 1 : s, -1, dil);
+  for (int a = 0; a < 3; a++) {
+    if (aniso) {
+      d->kernel_size[a] = subm ? 2 * vc_rand_int(0, k / 2) + 1 : vc_rand_int(1, k);
+      d->stride[a] = subm ? 1 : vc_rand_int(1, s);
+      d->dilation[a] = vc_rand_int(1, dil);
+    }
+    const int32_t reach = (d->kernel_size[a] - 1) * d->dilation[a];
+    d->padding[a] = subm ? reach / 2 : vc_rand_int(0, reach);
+    if (!subm && vc_rand_int(0, 1)) d->output_bound[a] = vc_rand_int(0, max_bound);
+  }
+}
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 

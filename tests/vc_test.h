@@ -43,6 +43,9 @@ void vc_test_fail(const char *file, int line, const char *expr, const char *fmt,
   } while (0)
 
 bool vc_test_contains(const char *hay, const char *needle);
+/* Runs check(arg) in a child process and returns its verdict, so that undefined behaviour
+ * caught by a sanitizer (which aborts) fails one test instead of ending the suite. */
+bool vc_test_in_child(bool (*check)(void *), void *arg);
 
 /* ---- util.c: random data, coordinates, comparisons ---- */
 /* Seeded per test from VC_TEST_SEED (default: time) so failures can be replayed. */
@@ -63,5 +66,12 @@ double vc_rel_err(const double *out, const double *ref, int64_t n);
 double vc_tolerance(vc_dtype dt, vc_math m);
 const char *vc_dtype_name(vc_dtype dt);
 const char *vc_kind_name(vc_conv_kind k);
+const char *vc_algo_name(vc_algo a);
+const char *vc_pass_name(vc_pass p);
+/* Kernel k, stride s, dilation dil on every axis; with `aniso` each axis draws its own
+ * values up to those. Submanifold keeps odd kernels, stride 1 and its fixed padding; other
+ * kinds draw padding in [0, (kernel-1)*dilation] and, half the time per axis, an
+ * output_bound in [0, max_bound]. */
+void vc_rand_desc(vc_conv_desc *d, vc_conv_kind kind, int k, int s, int dil, bool aniso, int max_bound);
 
 #endif

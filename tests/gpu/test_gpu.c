@@ -47,8 +47,6 @@ void vc_test_fail(const char *file, int line, const char *expr, const char *fmt,
   fprintf(stderr, "  %s:%d: CHECK(%s) failed: %s\n", file, line, expr, msg);
 }
 
-bool vc_test_contains(const char *hay, const char *needle) { return hay && needle && strstr(hay, needle) != NULL; }
-
 static double now_ms(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -140,13 +138,6 @@ static bool mentions_number(const char *msg, long long v) {
   return false;
 }
 
-static const char *algo_name(vc_algo a) {
-  static const char *const n[] = {"auto", "reference", "explicit", "implicit", "masked", "grouped"};
-  return (unsigned)a <= VC_ALGO_GROUPED ? n[a] : "?";
-}
-
-static const char *const pass_name[3] = {"forward", "backward_data", "backward_weight"};
-
 static bool make_temp_dir(char *buf, size_t len) {
   const char *base = getenv("TMPDIR");
   snprintf(buf, len, "%s/vc_gpu_tests.XXXXXX", base && *base ? base : "/tmp");
@@ -168,25 +159,6 @@ static void remove_dir(const char *dir) {
 }
 
 /* ---- geometry and plan pairs ------------------------------------------------------------ */
-
-/* Kernel k, stride s, dilation dil on every axis; with `aniso` each axis draws its own values
- * up to those. Submanifold keeps odd kernels, stride 1 and its fixed padding; other kinds
- * draw padding in [0, (kernel-1)*dilation]. */
-static void desc_random(vc_conv_desc *d, vc_conv_kind kind, int k, int s, int dil, bool aniso) {
-  const bool subm = kind == VC_CONV_SUBMANIFOLD;
-  vc_conv_desc_init(d, kind, k, subm ? 1 : s, -1, dil);
-  for (int a = 0; a < 3; a++) {
-    if (aniso) {
-      d->kernel_size[a] = subm ? 2 * vc_rand_int(0, k / 2) + 1 : vc_rand_int(1, k);
-      d->stride[a] = subm ? 1 : vc_rand_int(1, s);
-      d->dilation[a] = vc_rand_int(1, dil);
-    }
-    const int32_t reach = (d->kernel_size[a] - 1) * d->dilation[a];
-    d->padding[a] = subm ? reach / 2 : vc_rand_int(0, reach);
-    /* sometimes spconv's output spatial shape (sparse and transposed kinds only) */
-    if ((kind == VC_CONV_SPARSE || kind == VC_CONV_TRANSPOSED) && vc_rand_int(0, 1)) d->output_bound[a] = vc_rand_int(0, 12);
-  }
-}
 
 static void desc_describe(char *buf, size_t len, const vc_conv_desc *d, int64_t n) {
   snprintf(buf, len, "%s k=(%d,%d,%d) s=(%d,%d,%d) p=(%d,%d,%d) d=(%d,%d,%d) bound=(%d,%d,%d) n=%lld",
@@ -345,7 +317,7 @@ static void inverse_with_coords(const plan_pair *pp) {
 static void kmap_check(vc_conv_kind kind, int k, int s, int dil, bool aniso, int64_t n, int32_t nb) {
   int32_t *coords = coords_for(n, nb);
   vc_conv_desc d;
-  desc_random(&d, kind, k, s, dil, aniso);
+  vc_rand_desc(&d, kind, k, s, dil, aniso, 12);
   plan_pair pp;
   if (pair_build(&pp, g_gpu, &d, coords, n)) {
     if (kind == VC_CONV_INVERSE) {
@@ -693,7 +665,7 @@ static void check_all_runs(const plan_pair *pp, conv_data *cd) {
         a.math = m ? VC_MATH_TF32 : VC_MATH_F32;
         a.algo = tested_algos[k];
         snprintf(what, sizeof what, "%s %s%s ci=%lld co=%lld %s %s", pp->what, vc_dtype_name(dt), m ? "+tf32" : "",
-                 (long long)a.in_channels, (long long)a.out_channels, algo_name(a.algo), pass_name[pass]);
+                 (long long)a.in_channels, (long long)a.out_channels, vc_algo_name(a.algo), vc_pass_name(pass));
         void *out[2];
         if (gpu_run(g_gpu, pp->gpu, cd, &a, (vc_pass)pass, out, what))
           check_close(cd, (vc_pass)pass, vc_tolerance(dt, a.math), out, what);
@@ -710,9 +682,9 @@ static const int64_t conv_channels[8][2] = {{1, 4}, {5, 33}, {96, 130}, {64, 128
 /* Case i of a kind: kernels 1, 2, 3 and 5, strides 1-3, dilation 1-2, some anisotropic. */
 static void conv_desc_for(vc_conv_desc *d, vc_conv_kind kind, int i) {
   if (kind == VC_CONV_SUBMANIFOLD)
-    desc_random(d, kind, i % 4 == 2 ? 5 : i % 4 == 3 ? 1 : 3, 1, 1 + i % 2, i >= 4);
+    vc_rand_desc(d, kind, i % 4 == 2 ? 5 : i % 4 == 3 ? 1 : 3, 1, 1 + i % 2, i >= 4, 12);
   else
-    desc_random(d, kind, 2 + i % 2, 1 + i % 3, 1 + i / 4, i % 4 == 3);
+    vc_rand_desc(d, kind, 2 + i % 2, 1 + i % 3, 1 + i / 4, i % 4 == 3, 12);
 }
 
 static void conv_kind(vc_conv_kind kind) {
@@ -784,7 +756,7 @@ static void deterministic_wgrad(const plan_pair *pp, conv_data *cd, vc_context *
     vc_conv_args a = cd->args;
     vc_algo algo = VC_ALGO_AUTO;
     CHECK_OK(*det, vc_conv_algo_for(*det_plan, &a, VC_PASS_BACKWARD_WEIGHT, &algo));
-    printf("  deterministic %s backward_weight runs %s\n", vc_dtype_name(a.dtype), algo_name(algo));
+    printf("  deterministic %s backward_weight runs %s\n", vc_dtype_name(a.dtype), vc_algo_name(algo));
     char what[200];
     snprintf(what, sizeof what, "%s %s deterministic auto", pp->what, vc_dtype_name(a.dtype));
     run_twice(*det, *det_plan, cd, &a, VC_PASS_BACKWARD_WEIGHT, 0, what);
@@ -808,7 +780,7 @@ static void test_determinism(void) {
           vc_conv_args a = cd.args;
           a.algo = tested_algos[g];
           char what[200];
-          snprintf(what, sizeof what, "%s %s %s twice", pp.what, vc_dtype_name(a.dtype), algo_name(a.algo));
+          snprintf(what, sizeof what, "%s %s %s twice", pp.what, vc_dtype_name(a.dtype), vc_algo_name(a.algo));
           run_twice(g_gpu, pp.gpu, &cd, &a, passes[p], vc_tolerance(a.dtype, a.math), what);
         }
       deterministic_wgrad(&pp, &cd, &det, &det_plan);
@@ -831,14 +803,14 @@ static void tune_passes(vc_context *ctx, const plan_pair *pp, conv_data *cd, vc_
     best[pass] = VC_ALGO_AUTO;
     const double t0 = now_ms();
     CHECK_OK(ctx, vc_conv_tune(ctx, pp->gpu, &a, (vc_pass)pass, g_stream, &best[pass]));
-    printf("  tune %s: %s (%.0f ms)\n", pass_name[pass], algo_name(best[pass]), now_ms() - t0);
-    CHECK(best[pass] > VC_ALGO_AUTO && best[pass] <= VC_ALGO_GROUPED, "tune %s returned algo %d", pass_name[pass],
+    printf("  tune %s: %s (%.0f ms)\n", vc_pass_name(pass), vc_algo_name(best[pass]), now_ms() - t0);
+    CHECK(best[pass] > VC_ALGO_AUTO && best[pass] <= VC_ALGO_GROUPED, "tune %s returned algo %d", vc_pass_name(pass),
           (int)best[pass]);
     CHECK_OK(ctx, vc_conv_algo_for(pp->gpu, &a, (vc_pass)pass, &now));
-    CHECK(now == best[pass], "%s: tune picked %s, vc_conv_algo_for reports %s", pass_name[pass],
-          algo_name(best[pass]), algo_name(now));
+    CHECK(now == best[pass], "%s: tune picked %s, vc_conv_algo_for reports %s", vc_pass_name(pass),
+          vc_algo_name(best[pass]), vc_algo_name(now));
     char what[200];
-    snprintf(what, sizeof what, "%s tuned auto %s", pp->what, pass_name[pass]);
+    snprintf(what, sizeof what, "%s tuned auto %s", pp->what, vc_pass_name(pass));
     void *out[2];
     if (gpu_run(ctx, pp->gpu, cd, &a, (vc_pass)pass, out, what))
       check_close(cd, (vc_pass)pass, vc_tolerance(a.dtype, a.math), out, what);
@@ -855,8 +827,8 @@ static void check_cached_choice(const plan_pair *pp, const conv_data *cd, const 
     for (int pass = 0; pass < 3; pass++) {
       vc_algo now = VC_ALGO_AUTO;
       CHECK_OK(ctx, vc_conv_algo_for(p, &cd->args, (vc_pass)pass, &now));
-      CHECK(now == best[pass], "a fresh context runs %s for %s, the cache file says %s", algo_name(now),
-            pass_name[pass], algo_name(best[pass]));
+      CHECK(now == best[pass], "a fresh context runs %s for %s, the cache file says %s", vc_algo_name(now),
+            vc_pass_name(pass), vc_algo_name(best[pass]));
     }
   vc_plan_destroy(p);
   vc_context_destroy(ctx);
@@ -905,7 +877,7 @@ static cudaGraphExec_t capture_passes(const plan_pair *pp, conv_data *cd, const 
   for (int i = 0; i < 2; i++) s[i] = run_pass(g_gpu, pp->gpu, a, graph_passes[i], cd->dev, ws[i], bytes[i], g_stream);
   const cudaError_t e = cudaStreamEndCapture(g_stream, &graph);
   for (int i = 0; i < 2; i++)
-    CHECK(s[i] == VC_OK, "under capture, %s returned %s (%s)", pass_name[graph_passes[i]], vc_status_string(s[i]),
+    CHECK(s[i] == VC_OK, "under capture, %s returned %s (%s)", vc_pass_name(graph_passes[i]), vc_status_string(s[i]),
           vc_last_error(g_gpu));
   CHECK(e == cudaSuccess, "cudaStreamEndCapture: %s -- an execute call allocated, synchronised or left the stream",
         cudaGetErrorString(e));
@@ -921,7 +893,7 @@ static void replay_and_compare(cudaGraphExec_t exec, conv_data *cd, void *eager[
     if (!CU(cudaGraphLaunch(exec, g_stream)) || !CU(cudaStreamSynchronize(g_stream))) return;
     for (int i = 0; i < 2; i++) {
       char what[96];
-      snprintf(what, sizeof what, "graph replay %d, implicit %s", r + 1, pass_name[graph_passes[i]]);
+      snprintf(what, sizeof what, "graph replay %d, implicit %s", r + 1, vc_pass_name(graph_passes[i]));
       void *got[2];
       if (download_outputs(cd, graph_passes[i], got, what)) compare_runs(cd, graph_passes[i], 0, eager[i], got, what);
       free_outputs(got);
@@ -944,7 +916,7 @@ static void test_graph_capture(void) {
   bool ok = true;
   for (int i = 0; i < 2; i++) {
     char what[200];
-    snprintf(what, sizeof what, "%s eager implicit %s", pp.what, pass_name[graph_passes[i]]);
+    snprintf(what, sizeof what, "%s eager implicit %s", pp.what, vc_pass_name(graph_passes[i]));
     if (gpu_run(g_gpu, pp.gpu, &cd, &a, graph_passes[i], eager[i], what))
       check_close(&cd, graph_passes[i], vc_tolerance(a.dtype, a.math), eager[i], what);
     else
@@ -1133,7 +1105,7 @@ static void large_forward(const large_case *L, vc_algo algo) {
   vc_conv_args_init(&a, LARGE_C, LARGE_C, VC_DTYPE_F16);
   a.algo = algo;
   char what[64];
-  snprintf(what, sizeof what, "large f16 %s forward", algo_name(algo));
+  snprintf(what, sizeof what, "large f16 %s forward", vc_algo_name(algo));
   size_t bytes = 0, free_b = 0, total_b = 0;
   vc_status s = vc_conv_workspace_size(L->plan, &a, VC_PASS_FORWARD, &bytes);
   CHECK(s == VC_OK, "%s: workspace size: %s (%s)", what, vc_status_string(s), vc_last_error(g_gpu));
