@@ -1,0 +1,54 @@
+/* ply.h — PLY files in and out, and voxelising what they hold (`voxconv run`).
+ *
+ * The reader takes the three PLY encodings (ascii, binary_little_endian, binary_big_endian),
+ * any scalar type for the vertex x, y, z properties (char ... double, and the int8 ... float64
+ * aliases), other vertex properties skipped, and an optional face element whose
+ * vertex_indices (or vertex_index) list is fanned into triangles. Other elements are skipped.
+ *
+ * Nothing in the file is trusted: every count is checked against the bytes actually present
+ * before anything is allocated, so a lying header fails with a message instead of a huge
+ * allocation. Failures return -1 and write one line, without a trailing newline, into err
+ * (e.g. "vertex 12: coordinate is not finite"); the caller prefixes the file name.
+ *
+ * Voxel grid: world-aligned, voxel (i, j, k) holds the points with floor(p / size) = (i, j, k)
+ * per axis, so the centres written by vc_ply_write_voxels ((i + 0.5) * size) voxelise back to
+ * the same sites at the same size.
+ */
+#ifndef VC_TOOLS_PLY_H
+#define VC_TOOLS_PLY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct vc_ply {
+  double *xyz;        /* [n_vertices, 3] */
+  int64_t n_vertices;
+  int64_t *tris;      /* [n_tris, 3] vertex indices, each < n_vertices */
+  int64_t n_tris;
+} vc_ply;
+
+/* Parses a whole PLY file held in memory (the fuzzer's entry). *out is zeroed on failure. */
+int vc_ply_parse(const unsigned char *data, size_t len, vc_ply *out, char *err, size_t err_len);
+
+/* Reads and parses a file; an empty or unreadable file is an error. */
+int vc_ply_read(const char *path, vc_ply *out, char *err, size_t err_len);
+
+void vc_ply_free(vc_ply *p);
+
+/* Voxelises p at voxel edge `size` (> 0, finite) into batch `batch`: every vertex, and with
+ * triangles every voxel the triangle surface passes through (not only its corners). Sites
+ * are unique, rows (batch, i, j, k), ascending (i, j, k). A site outside
+ * [VC_COORD_MIN, VC_COORD_MAX] is an error that names the vertex, not a silent clip.
+ * *coords is malloc'd; the caller frees it. */
+int vc_voxelize(const vc_ply *p, double size, int32_t batch, int32_t **coords, int64_t *n, char *err,
+                size_t err_len);
+
+/* The voxel size that fits p's largest bounding-box extent into `resolution` voxels. */
+int vc_voxel_size_for(const vc_ply *p, int resolution, double *size, char *err, size_t err_len);
+
+/* Writes the voxel centres as a binary little-endian PLY (float x, y, z and int batch per
+ * vertex) that any viewer opens and vc_ply_read reads back. */
+int vc_ply_write_voxels(const char *path, const int32_t *coords, int64_t n, double size, char *err,
+                        size_t err_len);
+
+#endif
