@@ -32,6 +32,8 @@ static vc_status cuda_context_init(vc_context *ctx) {
   if (prop.major < 8)
     return vc_fail(ctx, VC_ERR_UNSUPPORTED, "vc_context_create: %s has compute capability %d.%d; voxconv needs 8.0 or newer",
                    prop.name, prop.major, prop.minor);
+  const char *wg = getenv("VOXCONV_WGMMA");
+  st->wgmma = prop.major == 9 && prop.minor == 0 && !(wg && !strcmp(wg, "0"));
   cublasStatus_t b = cublasCreate(&st->blas);
   if (b != CUBLAS_STATUS_SUCCESS)
     return vc_fail(ctx, VC_ERR_DEVICE, "vc_context_create: cublasCreate failed: %s", cublasGetStatusString(b));

@@ -15,6 +15,8 @@ typedef struct vc_cuda_state {
   cudaMemPool_t pool; /* plan memory: freed blocks stay cached for the next plan (a plan
                          build would otherwise map fresh pages for every buffer) */
   int order_window;   /* VC_ORDER_WINDOW, or VC_ORDER_WINDOW_SMALL where its sort does not fit */
+  int wgmma;          /* sm_90 device: the implicit algorithm's forward and dgrad use wgmma
+                         (VOXCONV_WGMMA=0 at context creation keeps them on mma.sync) */
 } vc_cuda_state;
 
 /* Per-plan device encodings beyond the pair lists (all device memory, plan-owned). */

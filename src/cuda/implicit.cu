@@ -12,13 +12,12 @@
  * full f32 precision for now). */
 #include "cuda_internal.h"
 #include "dtype.cuh"
+#include "implicit.cuh"
 #include "ptx/cp_async.cuh"
 #include "ptx/ldmatrix.cuh"
 #include "ptx/mma.cuh"
 
 #include <string.h>
-
-enum { MODE_FWD = 0, MODE_DGRAD = 1, MODE_WGRAD = 2 };
 
 /* Tensor-core tile (all configurations of this family: one row). */
 #define TC_BM 128
@@ -37,98 +36,6 @@ enum { MODE_FWD = 0, MODE_DGRAD = 1, MODE_WGRAD = 2 };
 #define FF_THREADS 256
 
 #define WGRAD_SPLIT_MIN 2048 /* pairs per wgrad split at least */
-/* Gather rows of the tile for up to this many active offsets are resolved once per tile
- * into shared memory, so no dependent global load precedes a stage's copies. */
-#define GTAB_OFFSETS 32
-/* gtab row stride: one word of padding keeps both its writes (threads walk offsets) and its
- * reads (threads walk rows) free of bank conflicts. */
-#define GTAB_STRIDE(bm) ((bm) + 1)
-#define MAX_K (VC_KERNEL_MAX * VC_KERNEL_MAX * VC_KERNEL_MAX)
-
-typedef struct imp_args {
-  int mode, dt, K, flip, fast; /* fast: see TC_KERNEL (set by the kernel, not the host) */
-  int64_t rows, n_cols, c_red, ci, co; /* M extent (fwd/dgrad), N extent, reduction channels */
-  int64_t n_tiles;                      /* tiles along N */
-  const int32_t *order;                 /* row permutation or NULL */
-  const uint32_t *blk_mask;             /* per VC_ORDER_BLOCK rows of `order`, or NULL: all */
-  const int32_t *tab;                   /* [rows, K] gather table */
-  const void *a_src, *b_src, *w, *bias;
-  void *out;
-  const int32_t *pin, *pout;
-  const int64_t *offsets; /* device copy, wgrad */
-  int64_t split_len;
-  int nsplit;
-} imp_args;
-
-/* ---- per-block setup shared by both kernels ---------------------------------------------- */
-
-typedef struct tile_pos {
-  int64_t m0, n0;  /* first row (M) and column (N) of the tile */
-  int r;           /* wgrad: the offset */
-  int64_t j0, j1;  /* wgrad: pair range */
-  int n_it;        /* k iterations */
-  int nkc;         /* fwd/dgrad: reduction chunks per offset */
-} tile_pos;
-
-/* Rows of the tile (fwd/dgrad) into rowid[], active offsets into act[]; returns position. */
-__device__ static __forceinline__ tile_pos tile_setup(const imp_args &p, int bm, int bk, int32_t *rowid, int16_t *act, int *n_act,
-                                      int32_t *gtab, uint32_t *live16) {
-  tile_pos t;
-  if (p.mode == MODE_WGRAD) {
-    t.n0 = (int64_t)blockIdx.x * (bm == TC_BM ? TC_BN : FF_BN);
-    t.m0 = (int64_t)blockIdx.y * bm;
-    t.r = (int)(blockIdx.z / p.nsplit);
-    const int split = (int)(blockIdx.z % p.nsplit);
-    const int64_t lo = p.offsets[t.r], hi = p.offsets[t.r + 1];
-    t.j0 = lo + split * p.split_len;
-    t.j1 = min(hi, t.j0 + p.split_len);
-    t.n_it = t.j1 > t.j0 ? (int)((t.j1 - t.j0 + bk - 1) / bk) : 0;
-    t.nkc = 0;
-    return t;
-  }
-  const int64_t bid = blockIdx.x;
-  const int64_t row_tile = bid / p.n_tiles;
-  t.n0 = (bid % p.n_tiles) * (bm == TC_BM ? TC_BN : FF_BN);
-  t.m0 = row_tile * bm;
-  t.r = 0, t.j0 = t.j1 = 0;
-  for (int i = threadIdx.x; i < bm; i += blockDim.x) {
-    const int64_t m = t.m0 + i;
-    rowid[i] = m < p.rows ? (p.order ? p.order[m] : (int32_t)m) : -1;
-  }
-  if (threadIdx.x == 0) { /* union of the tile's row masks, from the per-block lists */
-    int n = 0;
-    const int64_t b0 = t.m0 / VC_ORDER_BLOCK, b1 = min((t.m0 + bm + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK,
-                                                      (p.rows + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK);
-    for (int w = 0; w * 32 < p.K; w++) {
-      uint32_t m = p.blk_mask ? 0u : ~0u;
-      for (int64_t b = b0; p.blk_mask && b < b1; b++) m |= p.blk_mask[b * ((p.K + 31) / 32) + w];
-      for (int bit = 0; bit < 32 && w * 32 + bit < p.K; bit++)
-        if (m >> bit & 1) act[n++] = (int16_t)(w * 32 + bit);
-    }
-    *n_act = n;
-  }
-  __syncthreads();
-  if (*n_act <= GTAB_OFFSETS) { /* gtab[a * bm + m]: consecutive threads walk one row's offsets */
-    for (int i = threadIdx.x; i < *n_act * bm; i += blockDim.x) {
-      const int m = i / *n_act, a = i % *n_act;
-      gtab[a * GTAB_STRIDE(bm) + m] = rowid[m] >= 0 ? p.tab[(int64_t)rowid[m] * p.K + act[a]] : -1;
-    }
-    __syncthreads();
-    /* live16[a] bit b: some row of the 16-row block b meets offset a; Gray-ordered rows
-     * share masks, so whole blocks are often empty and their MMAs are skipped. */
-    for (int a = threadIdx.x; a < *n_act; a += blockDim.x) {
-      uint32_t bits = 0;
-      for (int m = 0; m < bm; m++) bits |= (uint32_t)(gtab[a * GTAB_STRIDE(bm) + m] >= 0) << (m / 16);
-      live16[a] = bits;
-    }
-  } else {
-    for (int a = threadIdx.x; a < GTAB_OFFSETS; a += blockDim.x) live16[a] = ~0u;
-  }
-  __syncthreads();
-  t.nkc = (int)((p.c_red + bk - 1) / bk);
-  t.n_it = *n_act * t.nkc;
-  return t;
-}
 
 /* ---- tensor-core kernel (f16 / bf16) ------------------------------------------------------ */
 
@@ -143,13 +50,6 @@ __device__ static inline void load8(uint16_t *dst, const uint16_t *src, bool row
   }
 #pragma unroll
   for (int e = 0; e < 8; e++) dst[e] = row_ok && l + e < limit ? src[e] : (uint16_t)0;
-}
-
-/* The input row that tile row m meets through the a-th active offset (column col). */
-__device__ static __forceinline__ int32_t gather_row(const imp_args &p, const int32_t *rowid, const int32_t *gtab, int n_act, int bm,
-                                            int a, int col, int m) {
-  if (n_act <= GTAB_OFFSETS) return gtab[a * GTAB_STRIDE(bm) + m];
-  return rowid[m] >= 0 ? p.tab[(int64_t)rowid[m] * p.K + col] : -1;
 }
 
 /* A thread's two A and two B sources for the current offset, as indices of 16-byte chunks
@@ -283,17 +183,6 @@ __device__ static __forceinline__ void emit(const imp_args &p, const tile_pos &t
   vc_store(p.out, p.dt, (int64_t)row * p.n_cols + n, v);
 }
 
-/* Columns n, n+1 (both inside the output) plus bias, as one 32-bit pair of 16-bit values. */
-__device__ static __forceinline__ uint32_t pack2(const imp_args &p, int64_t n, float v0, float v1) {
-  if (p.bias) v0 += vc_load(p.bias, p.dt, n), v1 += vc_load(p.bias, p.dt, n + 1);
-  if (p.dt == VC_DTYPE_F16) {
-    __half2 h = __floats2half2_rn(v0, v1);
-    return *(uint32_t *)&h;
-  }
-  __nv_bfloat162 b = __floats2bfloat162_rn(v0, v1);
-  return *(uint32_t *)&b;
-}
-
 /* Two neighbouring columns of one row: one 32-bit store for 16-bit storage when both exist. */
 __device__ static __forceinline__ void emit2(const imp_args &p, const tile_pos &t, const int32_t *rowid, int m, int64_t n, float v0,
                                     float v1) {
@@ -307,16 +196,6 @@ __device__ static __forceinline__ void emit2(const imp_args &p, const tile_pos &
   *(uint32_t *)((uint16_t *)p.out + (int64_t)row * p.n_cols + n) = pack2(p, n, v0, v1);
 }
 
-/* Per-tile shared state of both kernels (tile_setup fills it) and the setup call. */
-#define TILE_SETUP(bm, bk)                                                                                    \
-  __shared__ int32_t rowid[bm];                                                                               \
-  __shared__ int16_t act[MAX_K];                                                                              \
-  __shared__ int32_t gtab[GTAB_OFFSETS * GTAB_STRIDE(bm)];                                                    \
-  __shared__ uint32_t live16[GTAB_OFFSETS];                                                                   \
-  __shared__ int n_act;                                                                                       \
-  const tile_pos t = tile_setup(p, bm, bk, rowid, act, &n_act, gtab, live16);                                 \
-  if (p.mode == MODE_WGRAD && t.n_it == 0) return
-
 /* The body is inlined into one kernel per (pass, dtype, fast) so that all three are
  * compile-time constants: the operand layouts, ldmatrix variants and mma type fold away. */
 __device__ static __forceinline__ void tc_body(const imp_args &args, const int mode, const int dt, const int fast) {
@@ -324,7 +203,7 @@ __device__ static __forceinline__ void tc_body(const imp_args &args, const int m
   p.mode = mode, p.dt = dt;
   p.fast = fast;
   extern __shared__ __align__(16) uint16_t smem[];
-  TILE_SETUP(TC_BM, TC_BK);
+  TILE_SETUP(TC_BM, TC_BN, TC_BK);
   uint16_t *sA = smem, *sB = smem + TC_STAGES * TC_TILE_ELEMS;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wm = warp % 2, wn = warp / 2;
   float acc[4][4][4];
@@ -453,7 +332,7 @@ __device__ static __forceinline__ void ff_load(const imp_args &p, const tile_pos
 
 __global__ void __launch_bounds__(FF_THREADS) k_implicit_ffma(const imp_args p) {
   __shared__ float sA[FF_BK][FF_BM], sB[FF_BK][FF_BN];
-  TILE_SETUP(FF_BM, FF_BK);
+  TILE_SETUP(FF_BM, FF_BN, FF_BK);
   const int tm = (threadIdx.x / 16) * 4, tn = (threadIdx.x % 16) * 4;
   float acc[4][4] = {{0}};
   for (int it = 0; it < t.n_it; it++) {
@@ -494,7 +373,9 @@ static size_t imp_layout(const vc_plan *p, const vc_conv_args *a, vc_pass pass, 
 }
 
 extern "C" size_t vc_cuda_implicit_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass) {
-  return imp_layout(p, a, pass, NULL, NULL);
+  const size_t own = imp_layout(p, a, pass, NULL, NULL);
+  const size_t sm90 = vc_cuda(p->ctx)->wgmma ? vc_cuda_implicit_sm90_workspace(p, a, pass) : 0;
+  return own > sm90 ? own : sm90;
 }
 
 static bool aligned16(const void *ptr) { return ((uintptr_t)ptr & 15) == 0; }
@@ -528,9 +409,10 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
     q.a_src = in1, q.b_src = in0, q.pin = p->pair_in, q.pout = p->pair_out, q.offsets = cp->offsets_dev;
     q.out = a->dtype == VC_DTYPE_F32 ? out0 : w.acc;
   }
-  /* the fast path: 16-byte copies need 8-element channel counts and 16-byte aligned
-   * operands; chunk indices of the gathered operand and the weight must fit 32 bits */
-  const bool fast = tc && q.ci % 8 == 0 && q.co % 8 == 0 && aligned16(in0) && aligned16(in1) &&
+  /* the fast path: 16-byte copies and stores need 8-element channel counts and 16-byte
+   * aligned operands and output; chunk indices of the gathered operand and the weight
+   * must fit 32 bits */
+  const bool fast = tc && q.ci % 8 == 0 && q.co % 8 == 0 && aligned16(in0) && aligned16(in1) && aligned16(out0) &&
                     (p->n_in > p->n_out ? p->n_in : p->n_out) * (q.ci > q.co ? q.ci : q.co) / 8 < (int64_t)NONE &&
                     q.co * q.K * q.ci / 8 < (int64_t)NONE;
 
@@ -548,6 +430,8 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
     }
     if (a->dtype != VC_DTYPE_F32) vc_cuda_convert_f32(out0, a->dtype, w.acc, q.co * q.K * q.ci, s);
     if (out1) vc_cuda_column_sums(out1, a->dtype, in1, p->n_out, q.co, w.sums, s);
+  } else if (q.rows > 0 && tc && fast && aligned16(ws) && vc_cuda(ctx)->wgmma) {
+    return vc_cuda_implicit_sm90_run(ctx, q, ws, s);
   } else if (q.rows > 0) {
     q.n_tiles = (q.n_cols + bn - 1) / bn;
     const int64_t blocks = (q.rows + bm - 1) / bm * q.n_tiles;
@@ -564,5 +448,5 @@ extern "C" vc_status vc_cuda_implicit_init(vc_context *ctx) {
     for (int m = 0; m < 3; m++)
       for (int d = 0; d < 2; d++)
         VC_CUDA_TRY(ctx, cudaFuncSetAttribute(tc_kernels[f][m][d], cudaFuncAttributeMaxDynamicSharedMemorySize, TC_SMEM_BYTES));
-  return VC_OK;
+  return vc_cuda(ctx)->wgmma ? vc_cuda_implicit_sm90_init(ctx) : VC_OK;
 }

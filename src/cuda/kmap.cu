@@ -20,8 +20,13 @@ typedef struct __align__(16) slot {
   long long row;
 } slot;
 
-__device__ static inline int32_t hash_find(const slot *t, uint64_t mask, uint64_t key) {
-  for (uint64_t s = vc_hash_mix(key) & mask;; s = (s + 1) & mask) {
+/* Tables have any size `cap` (not a power of two, so that their load stays near one half
+ * and they stay small enough for L2): the hash's high product bits pick the first slot. */
+__device__ static inline uint64_t hash_start(uint64_t key, uint64_t cap) { return __umul64hi(vc_hash_mix(key), cap); }
+__device__ static inline uint64_t hash_next(uint64_t s, uint64_t cap) { return s + 1 == cap ? 0 : s + 1; }
+
+__device__ static inline int32_t hash_find(const slot *t, uint64_t cap, uint64_t key) {
+  for (uint64_t s = hash_start(key, cap);; s = hash_next(s, cap)) {
     const slot e = t[s];
     if (e.key == key) return (int32_t)e.row;
     if (e.key == VC_KEY_EMPTY) return -1;
@@ -29,8 +34,8 @@ __device__ static inline int32_t hash_find(const slot *t, uint64_t mask, uint64_
 }
 
 /* Claims key's slot; returns its index, or -1 when the key was there already. */
-__device__ static inline int64_t hash_claim(unsigned long long *key_of_slot0, size_t stride, uint64_t mask, uint64_t key) {
-  for (uint64_t s = vc_hash_mix(key) & mask;; s = (s + 1) & mask) {
+__device__ static inline int64_t hash_claim(unsigned long long *key_of_slot0, size_t stride, uint64_t cap, uint64_t key) {
+  for (uint64_t s = hash_start(key, cap);; s = hash_next(s, cap)) {
     unsigned long long prev = atomicCAS(key_of_slot0 + s * stride, (unsigned long long)VC_KEY_EMPTY, (unsigned long long)key);
     if (prev == VC_KEY_EMPTY) return (int64_t)s;
     if (prev == key) return -1;
@@ -42,17 +47,17 @@ __global__ static void k_check_range(const int32_t *c, int64_t n, unsigned long 
     if (!vc_site_in_range(c[4 * i], c[4 * i + 1], c[4 * i + 2], c[4 * i + 3])) atomicMin(bad, (unsigned long long)i);
 }
 
-__global__ static void k_insert_inputs(const int32_t *c, int64_t n, slot *t, uint64_t mask, unsigned long long *dup) {
+__global__ static void k_insert_inputs(const int32_t *c, int64_t n, slot *t, uint64_t cap, unsigned long long *dup) {
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     uint64_t key = vc_key_pack(c[4 * i], c[4 * i + 1], c[4 * i + 2], c[4 * i + 3]);
-    int64_t at = hash_claim(&t[0].key, sizeof(slot) / sizeof(unsigned long long), mask, key);
+    int64_t at = hash_claim(&t[0].key, sizeof(slot) / sizeof(unsigned long long), cap, key);
     if (at < 0) atomicMin(dup, (unsigned long long)i);
     else t[at].row = i;
   }
 }
 
 __global__ static void k_out_candidates(const int32_t *c, int64_t n, vc_geom g, bool transposed, uint64_t *okeys,
-                                        uint64_t omask, uint64_t *list, unsigned long long *count,
+                                        uint64_t ocap, uint64_t *list, unsigned long long *count,
                                         unsigned long long *bad) {
   const int64_t total = n * g.K;
   for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < total; j += (int64_t)gridDim.x * blockDim.x) {
@@ -65,7 +70,7 @@ __global__ static void k_out_candidates(const int32_t *c, int64_t n, vc_geom g, 
       continue;
     }
     uint64_t key = vc_key_pack(c[4 * i], (int32_t)t[0], (int32_t)t[1], (int32_t)t[2]);
-    if (hash_claim((unsigned long long *)okeys, 1, omask, key) >= 0) list[atomicAdd(count, 1ull)] = key;
+    if (hash_claim((unsigned long long *)okeys, 1, ocap, key) >= 0) list[atomicAdd(count, 1ull)] = key;
   }
 }
 
@@ -75,22 +80,32 @@ __global__ static void k_unpack(const uint64_t *keys, int64_t n, int32_t *c) {
 }
 
 /* Submanifold: offsets r and K-1-r are opposite displacements, so one lookup for r below
- * the centre fills nb[o, r] and nb[q, K-1-r]; the centre is the identity. */
-__global__ static void k_neighbors_submanifold(const int32_t *c, int64_t n, vc_geom g, const slot *t, uint64_t mask,
+ * the centre fills nb[o, r] and nb[q, K-1-r]; the centre is the identity. A group of 2^lg
+ * lanes per row (lane r < half looks up offset r, lane half writes the centre): shifts
+ * instead of a 64-bit division per lookup, and displacements from a shared table instead of
+ * three divisions each. */
+__global__ static void k_neighbors_submanifold(const int32_t *c, int64_t n, vc_geom g, int lg, const slot *t, uint64_t cap,
                                                int32_t *nb) {
+  __shared__ int32_t disp[VC_KERNEL_MAX * VC_KERNEL_MAX * VC_KERNEL_MAX / 2][3];
   const int half = g.K / 2;
-  const int64_t total = n * (half + 1);
+  for (int r = threadIdx.x; r < half; r += blockDim.x) {
+    int32_t off[3];
+    vc_geom_offset(&g, r, off);
+    for (int a = 0; a < 3; a++) disp[r][a] = off[a] - g.pad[a]; /* stride 1: q = c - pad + r*d */
+  }
+  __syncthreads();
+  const int64_t total = n << lg;
   for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < total; j += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t o = j / (half + 1);
-    const int r = (int)(j % (half + 1));
-    if (r == half) {
-      nb[o * g.K + half] = (int32_t)o;
+    const int64_t o = j >> lg;
+    const int r = (int)(j & ((1 << lg) - 1));
+    if (r >= half) {
+      if (r == half) nb[o * g.K + half] = (int32_t)o;
       continue;
     }
-    int64_t q[3];
-    vc_geom_scale(&g, c + 4 * o, r, q); /* stride 1: q = c - pad + r*d */
-    if (!vc_site_in_range(c[4 * o], q[0], q[1], q[2])) continue;
-    int32_t i = hash_find(t, mask, vc_key_pack(c[4 * o], (int32_t)q[0], (int32_t)q[1], (int32_t)q[2]));
+    const int32_t *co = c + 4 * o;
+    const int64_t x = (int64_t)co[1] + disp[r][0], y = (int64_t)co[2] + disp[r][1], z = (int64_t)co[3] + disp[r][2];
+    if (!vc_site_in_range(co[0], x, y, z)) continue;
+    int32_t i = hash_find(t, cap, vc_key_pack(co[0], (int32_t)x, (int32_t)y, (int32_t)z));
     if (i < 0) continue;
     nb[o * g.K + r] = i;
     nb[(int64_t)i * g.K + (g.K - 1 - r)] = (int32_t)o;
@@ -176,7 +191,7 @@ __device__ static void emit_columns(int32_t (*tile)[PAIR_COLS + 1], int64_t n_ou
  * Every entry is written, so nb needs no clearing. */
 __global__ static void __launch_bounds__(PAIR_ROWS) k_lookup_rows(const int32_t *oc, int64_t n_out, vc_geom g,
                                                                   bool transposed, const slot *t,
-                                                                  uint64_t hmask, int32_t *nb, uint32_t *rmask,
+                                                                  uint64_t hcap, int32_t *nb, uint32_t *rmask,
                                                                   int W, int32_t *cnt) {
   __shared__ int32_t tile[PAIR_ROWS][PAIR_COLS + 1];
   const int64_t o = (int64_t)blockIdx.x * PAIR_ROWS + threadIdx.x;
@@ -188,7 +203,7 @@ __global__ static void __launch_bounds__(PAIR_ROWS) k_lookup_rows(const int32_t 
       int32_t v = -1;
       int64_t q[3];
       if (o < n_out && vc_geom_pair(&g, !transposed, c, r, q) && vc_site_in_range(c[0], q[0], q[1], q[2]))
-        v = hash_find(t, hmask, vc_key_pack(c[0], (int32_t)q[0], (int32_t)q[1], (int32_t)q[2]));
+        v = hash_find(t, hcap, vc_key_pack(c[0], (int32_t)q[0], (int32_t)q[1], (int32_t)q[2]));
       tile[threadIdx.x][j] = v;
     }
     __syncthreads();
@@ -373,10 +388,13 @@ static vc_status dev_alloc(vc_context *ctx, void **ptr, size_t bytes, cudaStream
   return VC_OK;
 }
 
+/* Slots per key, in quarters: load 1/2 keeps linear probes short (1.5 expected on a hit). */
+#ifndef VC_TABLE_QUARTERS
+#define VC_TABLE_QUARTERS 8
+#endif
 static uint64_t table_capacity(int64_t n) {
-  uint64_t cap = 1024;
-  while (cap < (uint64_t)n * 2) cap <<= 1;
-  return cap;
+  const uint64_t cap = (uint64_t)n * VC_TABLE_QUARTERS / 4 + 1;
+  return cap < 1024 ? 1024 : cap;
 }
 
 /* Temporary device memory of one plan build, released on every path. */
@@ -404,14 +422,13 @@ static void scratch_free(scratch *t) {
  * out-of-range row) and flags[1] (a duplicated row) are checked at the build's next
  * synchronisation by input_error. */
 static vc_status hash_inputs(vc_context *ctx, const int32_t *coords, int64_t n, scratch *t, slot **table,
-                             uint64_t *mask, unsigned long long *flags) {
+                             uint64_t *cap, unsigned long long *flags) {
   const cudaStream_t s = t->s;
-  uint64_t cap = table_capacity(n);
-  *mask = cap - 1;
-  TRY(scratch_alloc(ctx, t, (void **)table, cap * sizeof(slot), "the input hash table"));
-  VC_CUDA_TRY(ctx, cudaMemsetAsync(*table, 0xff, cap * sizeof(slot), s));
+  *cap = table_capacity(n);
+  TRY(scratch_alloc(ctx, t, (void **)table, *cap * sizeof(slot), "the input hash table"));
+  VC_CUDA_TRY(ctx, cudaMemsetAsync(*table, 0xff, *cap * sizeof(slot), s));
   k_check_range<<<vc_grid(n), 256, 0, s>>>(coords, n, flags);
-  k_insert_inputs<<<vc_grid(n), 256, 0, s>>>(coords, n, *table, *mask, flags + 1);
+  k_insert_inputs<<<vc_grid(n), 256, 0, s>>>(coords, n, *table, *cap, flags + 1);
   VC_CUDA_TRY(ctx, cudaGetLastError());
   return VC_OK;
 }
@@ -473,7 +490,7 @@ static vc_status output_sites(vc_context *ctx, vc_plan *p, const int32_t *coords
   VC_CUDA_TRY(ctx, cudaMemsetAsync(okeys, 0xff, cap * sizeof(uint64_t), s));
   VC_CUDA_TRY(ctx, cudaMemsetAsync(flags + 2, 0, sizeof *flags, s));
   VC_CUDA_TRY(ctx, cudaMemsetAsync(flags + 3, 0xff, sizeof *flags, s));
-  k_out_candidates<<<vc_grid(n * g.K), 256, 0, s>>>(coords, n, g, transposed, okeys, cap - 1, list, flags + 2, flags + 3);
+  k_out_candidates<<<vc_grid(n * g.K), 256, 0, s>>>(coords, n, g, transposed, okeys, cap, list, flags + 2, flags + 3);
   VC_CUDA_TRY(ctx, cudaGetLastError());
   unsigned long long h[4]; /* input range, input duplicate, output count, output range */
   VC_CUDA_TRY(ctx, cudaMemcpyAsync(h, flags, sizeof h, cudaMemcpyDeviceToHost, s));
@@ -579,7 +596,7 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
   TRY(scratch_alloc(ctx, t, (void **)&flags, 4 * sizeof *flags, "flags"));
   VC_CUDA_TRY(ctx, cudaMemsetAsync(flags, 0xff, 2 * sizeof *flags, s));
   slot *table = NULL;
-  uint64_t mask = 0;
+  uint64_t cap = 0;
 
   if (kind == VC_CONV_INVERSE) {
     p->n_in = paired->n_out;
@@ -600,7 +617,7 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
       if (st != VC_OK) return st;
     }
   } else {
-    TRY(hash_inputs(ctx, coords, p->n_in, t, &table, &mask, flags));
+    TRY(hash_inputs(ctx, coords, p->n_in, t, &table, &cap, flags));
     TRY(dev_alloc(ctx, (void **)&p->in_coords, (size_t)p->n_in * 16, s, "input coordinates"));
     VC_CUDA_TRY(ctx, cudaMemcpyAsync(p->in_coords, coords, (size_t)p->n_in * 16, cudaMemcpyDeviceToDevice, s));
     if (kind == VC_CONV_SUBMANIFOLD) {
@@ -630,12 +647,14 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
       /* half the lookups and scattered mirror writes beat k_lookup_rows' full set of
          lookups with coalesced writes (0.79 vs 0.96 ms at 1 M sites): probes dominate */
       VC_CUDA_TRY(ctx, cudaMemsetAsync(cp->nb, 0xff, (size_t)nbn * sizeof(int32_t), s));
-      k_neighbors_submanifold<<<vc_grid(p->n_out * (g.K / 2 + 1)), 256, 0, s>>>(p->in_coords, p->n_out, g, table, mask,
+      int lg = 0; /* lanes per row: a power of two above K / 2 */
+      while ((1 << lg) <= g.K / 2) lg++;
+      k_neighbors_submanifold<<<vc_grid(p->n_out << lg), 256, 0, s>>>(p->in_coords, p->n_out, g, lg, table, cap,
                                                                                 cp->nb);
       k_row_stats<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(cp->nb, p->n_out, g.K, W, rmask, cnt);
     } else {
       k_lookup_rows<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(p->out_coords, p->n_out, g, kind == VC_CONV_TRANSPOSED, table,
-                                                        mask, cp->nb, rmask, W, cnt);
+                                                        cap, cp->nb, rmask, W, cnt);
     }
     VC_CUDA_TRY(ctx, cudaGetLastError());
   }
