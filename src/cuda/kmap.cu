@@ -1,11 +1,12 @@
 /* kmap.cu — kernel maps on the GPU for the four conv kinds, with the same output sites and
  * pair order as the CPU engine (src/cpu/kmap.c):
- *   1. range check and hash insert of the input sites (atomicCAS, linear probing);
+ *   1. range check and hash insert of the input sites (atomicCAS, linear probing); for
+ *      submanifold convs of many sites a table of 4x4x4 bricks of sites instead;
  *   2. output sites: submanifold = inputs; sparse/transposed = every site reached, found by
  *      inserting candidates into a second table, then radix-sorted by packed key;
  *      inverse = the paired plan's input sites;
- *   3. neighbour table nb[n_out, K] (submanifold fills both halves from one lookup), with
- *      the row masks and per-block pair counts taken from it in the same pass;
+ *   3. neighbour table nb[n_out, K] (small submanifold maps fill both halves from one
+ *      lookup), with the row masks and per-block pair counts;
  *   4. pairs grouped by offset, ascending by output row, through one prefix sum;
  *   5. encodings for the fused kernels: Gray order within windows, per-block active
  *      offsets, the reverse table for dgrad. */
@@ -34,8 +35,9 @@ __device__ static inline int32_t hash_find(const slot *t, uint64_t cap, uint64_t
 }
 
 /* Claims key's slot; returns its index, or -1 when the key was there already. */
-__device__ static inline int64_t hash_claim(unsigned long long *key_of_slot0, size_t stride, uint64_t cap, uint64_t key) {
-  for (uint64_t s = hash_start(key, cap);; s = hash_next(s, cap)) {
+__device__ static inline int64_t hash_claim(unsigned long long *key_of_slot0, size_t stride, uint64_t cap, uint64_t key,
+                                           uint64_t s0) {
+  for (uint64_t s = s0;; s = hash_next(s, cap)) {
     unsigned long long prev = atomicCAS(key_of_slot0 + s * stride, (unsigned long long)VC_KEY_EMPTY, (unsigned long long)key);
     if (prev == VC_KEY_EMPTY) return (int64_t)s;
     if (prev == key) return -1;
@@ -50,7 +52,7 @@ __global__ static void k_check_range(const int32_t *c, int64_t n, unsigned long 
 __global__ static void k_insert_inputs(const int32_t *c, int64_t n, slot *t, uint64_t cap, unsigned long long *dup) {
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     uint64_t key = vc_key_pack(c[4 * i], c[4 * i + 1], c[4 * i + 2], c[4 * i + 3]);
-    int64_t at = hash_claim(&t[0].key, sizeof(slot) / sizeof(unsigned long long), cap, key);
+    int64_t at = hash_claim(&t[0].key, sizeof(slot) / sizeof(unsigned long long), cap, key, hash_start(key, cap));
     if (at < 0) atomicMin(dup, (unsigned long long)i);
     else t[at].row = i;
   }
@@ -70,7 +72,7 @@ __global__ static void k_out_candidates(const int32_t *c, int64_t n, vc_geom g, 
       continue;
     }
     uint64_t key = vc_key_pack(c[4 * i], (int32_t)t[0], (int32_t)t[1], (int32_t)t[2]);
-    if (hash_claim((unsigned long long *)okeys, 1, ocap, key) >= 0) list[atomicAdd(count, 1ull)] = key;
+    if (hash_claim((unsigned long long *)okeys, 1, ocap, key, hash_start(key, ocap)) >= 0) list[atomicAdd(count, 1ull)] = key;
   }
 }
 
@@ -208,6 +210,141 @@ __global__ static void __launch_bounds__(PAIR_ROWS) k_lookup_rows(const int32_t 
     }
     __syncthreads();
     emit_columns(tile, n_out, g.K, r0, W, nb, rmask, cnt);
+  }
+}
+
+/* ---- submanifold maps through a brick table ----------------------------------------------
+ * Sites are grouped in 4x4x4 bricks: a hash table maps each occupied brick to a 64-entry row
+ * block of a pool (-1: no site). A row's 26 neighbours then lie in at most 8 bricks (3.4 on
+ * average with a 3x3x3 kernel): the lanes looking them up share a few table lines and a few
+ * 256-byte pool blocks, where a site table costs a random line per neighbour (and the
+ * symmetric half-lookup scheme a scattered mirror write per hit). */
+#define BRICK_SITES 64
+#ifndef VC_BRICK_MIN_SITES /* the GPU tests also build with 0: every submanifold case on bricks */
+#define VC_BRICK_MIN_SITES (1 << 19)
+#endif
+
+/* Key of the brick holding an in-range site: 15 bits an axis (VC_AXIS_BIAS is a multiple of
+ * 4, so the shift is a floor division of the signed coordinate). */
+__device__ static inline uint64_t brick_key(int64_t b, int64_t x, int64_t y, int64_t z) {
+  return (uint64_t)b << 45 | (uint64_t)((x + VC_AXIS_BIAS) >> 2) << 30 | (uint64_t)((y + VC_AXIS_BIAS) >> 2) << 15 |
+         (uint64_t)((z + VC_AXIS_BIAS) >> 2);
+}
+__device__ static inline int brick_local(int64_t x, int64_t y, int64_t z) {
+  return (int)((x & 3) << 4 | (y & 3) << 2 | (z & 3));
+}
+
+/* First slot of a brick key: a 32-bit mix (the lookups are bound by instruction issue, and
+ * splitmix64's 64-bit multiplies cost several 32-bit ones each); cap < 2^32 here. */
+__device__ static inline uint64_t brick_start(uint64_t key, uint64_t cap) {
+  uint32_t h = (uint32_t)key * 0x9e3779b1u ^ (uint32_t)(key >> 32) * 0x85ebca77u;
+  h ^= h >> 15;
+  h *= 0x2c1b3c6du;
+  h ^= h >> 13;
+  return __umulhi(h, (uint32_t)cap);
+}
+
+/* First-probe hit of a brick table, or the full probe when the first slot holds another key:
+ * the first probes of several lookups are plain loads the compiler can issue together. */
+__device__ static inline int32_t brick_resolve(const slot *t, uint64_t cap, uint64_t key, slot first, uint64_t s0) {
+  if (first.key == key) return (int32_t)first.row;
+  if (first.key == VC_KEY_EMPTY) return -1;
+  for (uint64_t s = hash_next(s0, cap);; s = hash_next(s, cap)) {
+    const slot e = t[s];
+    if (e.key == key) return (int32_t)e.row;
+    if (e.key == VC_KEY_EMPTY) return -1;
+  }
+}
+
+/* Claims each occupied brick once; its claimer numbers it. Out-of-range sites are skipped
+ * (k_check_range reports them before the pool is filled). */
+__global__ static void k_claim_bricks(const int32_t *c, int64_t n, slot *bt, uint64_t bcap, unsigned long long *count) {
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    const int32_t *s = c + 4 * i;
+    if (!vc_site_in_range(s[0], s[1], s[2], s[3])) continue;
+    const uint64_t key = brick_key(s[0], s[1], s[2], s[3]);
+    const int64_t at = hash_claim(&bt[0].key, sizeof(slot) / sizeof(unsigned long long), bcap, key, brick_start(key, bcap));
+    if (at >= 0) bt[at].row = (long long)atomicAdd(count, 1ull);
+  }
+}
+
+/* pool[brick * 64 + local] = row; a site already there is a duplicate (the lowest losing row
+ * is kept in *dup, as k_insert_inputs does). */
+__global__ static void k_fill_bricks(const int32_t *c, int64_t n, const slot *bt, uint64_t bcap, int32_t *pool,
+                                     unsigned long long *dup) {
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    const int32_t *s = c + 4 * i;
+    const uint64_t key = brick_key(s[0], s[1], s[2], s[3]);
+    const uint64_t s0 = brick_start(key, bcap);
+    const int32_t b = brick_resolve(bt, bcap, key, bt[s0], s0);
+    if (atomicCAS(pool + (int64_t)b * BRICK_SITES + brick_local(s[1], s[2], s[3]), -1, (int32_t)i) != -1)
+      atomicMin(dup, (unsigned long long)i);
+  }
+}
+
+#define BRICK_LANES 8 /* lanes per row in k_lookup_bricks: each looks up PAIR_COLS / 8 offsets */
+#define BRICK_PER_LANE (PAIR_COLS / BRICK_LANES)
+
+/* nb, row masks and per-block column counts of a submanifold plan. A block's PAIR_ROWS rows
+ * fill the staging tile 32 columns at a time, BRICK_LANES lanes a row and BRICK_PER_LANE
+ * independent lookups a lane (brick probe, then pool read), so many rows' loads are in
+ * flight at once; the lanes of a row mostly probe the same few bricks (one line each). */
+__global__ static void __launch_bounds__(PAIR_ROWS) k_lookup_bricks(const int32_t *sc, int64_t n, vc_geom g,
+                                                                    const slot *bt, uint64_t bcap, const int32_t *pool,
+                                                                    int32_t *nb, uint32_t *rmask, int W, int32_t *cnt) {
+  __shared__ int32_t tile[PAIR_ROWS][PAIR_COLS + 1];
+  __shared__ int4 rc[PAIR_ROWS];
+  __shared__ int32_t disp[VC_KERNEL_MAX * VC_KERNEL_MAX * VC_KERNEL_MAX][3];
+  __shared__ int32_t reach[2][3]; /* smallest and largest displacement per axis */
+  if (threadIdx.x < 3) reach[0][threadIdx.x] = INT32_MAX, reach[1][threadIdx.x] = INT32_MIN;
+  __syncthreads();
+  for (int r = threadIdx.x; r < g.K; r += blockDim.x) {
+    int32_t off[3];
+    vc_geom_offset(&g, r, off);
+    for (int a = 0; a < 3; a++) {
+      disp[r][a] = off[a] - g.pad[a]; /* stride 1: q = c - pad + r*d */
+      atomicMin(&reach[0][a], disp[r][a]), atomicMax(&reach[1][a], disp[r][a]);
+    }
+  }
+  const int64_t o0 = (int64_t)blockIdx.x * PAIR_ROWS;
+  rc[threadIdx.x] = o0 + threadIdx.x < n ? ((const int4 *)sc)[o0 + threadIdx.x] : make_int4(0, 0, 0, 0);
+  __syncthreads();
+  const int lane = threadIdx.x % BRICK_LANES;
+  for (int r0 = 0; r0 < g.K; r0 += PAIR_COLS) {
+    for (int row = threadIdx.x / BRICK_LANES; row < PAIR_ROWS; row += PAIR_ROWS / BRICK_LANES) {
+      const int4 c = rc[row];
+      const bool live = o0 + row < n;
+      /* rows whose whole neighbourhood is in range skip the per-lookup check */
+      const bool inside = vc_site_in_range(c.x, (int64_t)c.y + reach[0][0], (int64_t)c.z + reach[0][1],
+                                           (int64_t)c.w + reach[0][2]) &&
+                          vc_site_in_range(c.x, (int64_t)c.y + reach[1][0], (int64_t)c.z + reach[1][1],
+                                           (int64_t)c.w + reach[1][2]);
+      uint64_t key[BRICK_PER_LANE], s0[BRICK_PER_LANE];
+      int local[BRICK_PER_LANE];
+      slot first[BRICK_PER_LANE];
+#pragma unroll
+      for (int i = 0; i < BRICK_PER_LANE; i++) {
+        const int r = r0 + lane + BRICK_LANES * i;
+        key[i] = VC_KEY_EMPTY;
+        if (live && r < g.K) {
+          const int64_t x = (int64_t)c.y + disp[r][0], y = (int64_t)c.z + disp[r][1], z = (int64_t)c.w + disp[r][2];
+          if (inside || vc_site_in_range(c.x, x, y, z)) key[i] = brick_key(c.x, x, y, z), local[i] = brick_local(x, y, z);
+        }
+        s0[i] = brick_start(key[i], bcap);
+        if (key[i] != VC_KEY_EMPTY) first[i] = bt[s0[i]];
+      }
+#pragma unroll
+      for (int i = 0; i < BRICK_PER_LANE; i++) {
+        int32_t v = -1;
+        if (key[i] != VC_KEY_EMPTY) {
+          const int32_t b = brick_resolve(bt, bcap, key[i], first[i], s0[i]);
+          if (b >= 0) v = pool[(int64_t)b * BRICK_SITES + local[i]];
+        }
+        tile[row][lane + BRICK_LANES * i] = v;
+      }
+    }
+    __syncthreads();
+    emit_columns(tile, n, g.K, r0, W, nb, rmask, cnt);
   }
 }
 
@@ -466,6 +603,34 @@ static vc_status input_error(vc_context *ctx, const int32_t *coords, int64_t n, 
   return st;
 }
 
+/* The brick table and pool of the input sites (submanifold). The pool's size is the brick
+ * count, so this is the build's first synchronisation; input range errors are reported
+ * here, duplicates (flags[1]) at the next one. */
+static vc_status hash_bricks(vc_context *ctx, const int32_t *coords, int64_t n, scratch *t, slot **table, uint64_t *cap,
+                             int32_t **pool, unsigned long long *flags) {
+  const cudaStream_t s = t->s;
+  /* bricks <= sites: load at most 2/3, usually far less (a surface fills a brick's face);
+   * sites < 2^31, so the capacity stays below 2^32 as brick_start needs */
+  *cap = (uint64_t)n + (uint64_t)n / 2 + 1024;
+  TRY(scratch_alloc(ctx, t, (void **)table, *cap * sizeof(slot), "the brick table"));
+  VC_CUDA_TRY(ctx, cudaMemsetAsync(*table, 0xff, *cap * sizeof(slot), s));
+  VC_CUDA_TRY(ctx, cudaMemsetAsync(flags + 2, 0, sizeof *flags, s));
+  k_check_range<<<vc_grid(n), 256, 0, s>>>(coords, n, flags);
+  k_claim_bricks<<<vc_grid(n), 256, 0, s>>>(coords, n, *table, *cap, flags + 2);
+  VC_CUDA_TRY(ctx, cudaGetLastError());
+  unsigned long long h[3]; /* input range, (duplicates: not yet), brick count */
+  VC_CUDA_TRY(ctx, cudaMemcpyAsync(h, flags, sizeof h, cudaMemcpyDeviceToHost, s));
+  VC_CUDA_TRY(ctx, cudaStreamSynchronize(s));
+  h[1] = ~0ull;
+  TRY(input_error(ctx, coords, n, h, s));
+  const size_t bytes = (size_t)h[2] * BRICK_SITES * sizeof(int32_t);
+  TRY(scratch_alloc(ctx, t, (void **)pool, bytes ? bytes : 1, "the brick pool"));
+  VC_CUDA_TRY(ctx, cudaMemsetAsync(*pool, 0xff, bytes, s));
+  k_fill_bricks<<<vc_grid(n), 256, 0, s>>>(coords, n, *table, *cap, *pool, flags + 1);
+  VC_CUDA_TRY(ctx, cudaGetLastError());
+  return VC_OK;
+}
+
 /* Output sites of a sparse or transposed conv, sorted; allocates p->out_coords. */
 static vc_status output_sites(vc_context *ctx, vc_plan *p, const int32_t *coords, const vc_geom &g, bool transposed,
                               scratch *t, unsigned long long *flags) {
@@ -595,8 +760,13 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
   unsigned long long *flags; /* see hash_inputs and output_sites */
   TRY(scratch_alloc(ctx, t, (void **)&flags, 4 * sizeof *flags, "flags"));
   VC_CUDA_TRY(ctx, cudaMemsetAsync(flags, 0xff, 2 * sizeof *flags, s));
-  slot *table = NULL;
+  slot *table = NULL; /* sites, or bricks (submanifold) */
   uint64_t cap = 0;
+  int32_t *pool = NULL; /* submanifold: the brick pool */
+  /* Submanifold maps of many sites go through bricks; below VC_BRICK_MIN_SITES the brick
+   * table's extra synchronisation (its pool is sized by the brick count) costs more than
+   * the symmetric site-table lookups it saves. */
+  const bool bricks = kind == VC_CONV_SUBMANIFOLD && p->n_in >= VC_BRICK_MIN_SITES;
 
   if (kind == VC_CONV_INVERSE) {
     p->n_in = paired->n_out;
@@ -617,7 +787,8 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
       if (st != VC_OK) return st;
     }
   } else {
-    TRY(hash_inputs(ctx, coords, p->n_in, t, &table, &cap, flags));
+    if (bricks) TRY(hash_bricks(ctx, coords, p->n_in, t, &table, &cap, &pool, flags));
+    else TRY(hash_inputs(ctx, coords, p->n_in, t, &table, &cap, flags));
     TRY(dev_alloc(ctx, (void **)&p->in_coords, (size_t)p->n_in * 16, s, "input coordinates"));
     VC_CUDA_TRY(ctx, cudaMemcpyAsync(p->in_coords, coords, (size_t)p->n_in * 16, cudaMemcpyDeviceToDevice, s));
     if (kind == VC_CONV_SUBMANIFOLD) {
@@ -643,14 +814,14 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
                                                                    paired->pair_in, paired->pair_out, paired->n_pairs,
                                                                    cp->nb);
       k_row_stats<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(cp->nb, p->n_out, g.K, W, rmask, cnt);
+    } else if (bricks) {
+      k_lookup_bricks<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(p->in_coords, p->n_out, g, table, cap, pool,
+                                                                       cp->nb, rmask, W, cnt);
     } else if (kind == VC_CONV_SUBMANIFOLD) {
-      /* half the lookups and scattered mirror writes beat k_lookup_rows' full set of
-         lookups with coalesced writes (0.79 vs 0.96 ms at 1 M sites): probes dominate */
       VC_CUDA_TRY(ctx, cudaMemsetAsync(cp->nb, 0xff, (size_t)nbn * sizeof(int32_t), s));
       int lg = 0; /* lanes per row: a power of two above K / 2 */
       while ((1 << lg) <= g.K / 2) lg++;
-      k_neighbors_submanifold<<<vc_grid(p->n_out << lg), 256, 0, s>>>(p->in_coords, p->n_out, g, lg, table, cap,
-                                                                                cp->nb);
+      k_neighbors_submanifold<<<vc_grid(p->n_out << lg), 256, 0, s>>>(p->in_coords, p->n_out, g, lg, table, cap, cp->nb);
       k_row_stats<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(cp->nb, p->n_out, g.K, W, rmask, cnt);
     } else {
       k_lookup_rows<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(p->out_coords, p->n_out, g, kind == VC_CONV_TRANSPOSED, table,

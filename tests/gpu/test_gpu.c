@@ -350,10 +350,17 @@ static void test_kmap_inverse(void) { kmap_strided(VC_CONV_INVERSE, 4, kmap_n())
 /* Each input writes K sites, so fewer inputs keep the outputs comparable. */
 static void test_kmap_transposed(void) { kmap_strided(VC_CONV_TRANSPOSED, 5, kmap_n() / 3); }
 
+static void bad_sites_for(vc_conv_kind kind, int64_t n);
+
 /* Hash tables and kernels spanning many blocks. */
 static void test_kmap_large(void) {
   kmap_check(VC_CONV_SUBMANIFOLD, 3, 1, 1, false, 200000, 2);
   kmap_check(VC_CONV_SUBMANIFOLD, 5, 1, 2, true, 100000, 2);
+  /* past 2^19 sites submanifold maps go through the brick table: its lookups (kernels and
+   * dilations reaching past the neighbouring bricks too) and its input errors */
+  kmap_check(VC_CONV_SUBMANIFOLD, 3, 1, 1, false, 600000, 2);
+  kmap_check(VC_CONV_SUBMANIFOLD, 5, 1, 3, true, 550000, 3);
+  bad_sites_for(VC_CONV_SUBMANIFOLD, 600000);
   kmap_check(VC_CONV_SPARSE, 2, 2, 1, false, 200000, 2);
   kmap_check(VC_CONV_INVERSE, 3, 2, 1, false, 100000, 2);
   kmap_check(VC_CONV_TRANSPOSED, 3, 2, 1, false, 50000, 2);
@@ -405,10 +412,10 @@ static void expect_rejected(const vc_conv_desc *d, const int32_t *coords, int64_
 
 /* One repeated site, then one site outside the range per axis; afterwards the context must
  * still build a correct plan (no error state left behind on the device). */
-static void bad_sites_for(vc_conv_kind kind) {
+static void bad_sites_for(vc_conv_kind kind, int64_t n) {
   static const struct { int axis; int32_t value; } bad[] = {
       {0, -1}, {0, VC_BATCH_MAX}, {1, VC_COORD_MIN - 1}, {2, VC_COORD_MAX + 1}, {3, INT32_MAX}};
-  const int64_t n = 1000, dup[2] = {123, 877}, row = 456;
+  const int64_t dup[2] = {123, 877}, row = 456;
   vc_conv_desc d;
   vc_conv_desc_init(&d, kind, 3, kind == VC_CONV_SUBMANIFOLD ? 1 : 2, -1, 1);
   int32_t *c = coords_for(n, 3), saved[4];
@@ -433,9 +440,9 @@ static void bad_sites_for(vc_conv_kind kind) {
 }
 
 static void test_kmap_bad_coords(void) {
-  bad_sites_for(VC_CONV_SUBMANIFOLD);
-  bad_sites_for(VC_CONV_SPARSE);
-  bad_sites_for(VC_CONV_TRANSPOSED);
+  bad_sites_for(VC_CONV_SUBMANIFOLD, 1000);
+  bad_sites_for(VC_CONV_SPARSE, 1000);
+  bad_sites_for(VC_CONV_TRANSPOSED, 1000);
   /* Sites in range whose outputs are not: above the top and below the bottom. */
   static const struct { vc_conv_kind kind; int k, s, axis; int32_t value; } reach[] = {
       {VC_CONV_TRANSPOSED, 2, 2, 1, VC_COORD_MAX}, {VC_CONV_SPARSE, 3, 1, 2, VC_COORD_MIN}};
