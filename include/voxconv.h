@@ -264,7 +264,11 @@ VC_API vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, cons
  *     vc_context_create), keyed by
  *     (backend, device name, pass, ceil(log2 pairs), Ci, Co, kernel volume, dtype, math);
  *  4. otherwise a fixed heuristic.
- * Execute calls never tune (tuning synchronises); call vc_conv_tune once per layer shape. */
+ * Execute calls never tune (tuning synchronises); call vc_conv_tune once per layer shape.
+ * On sm_90 devices VC_ALGO_IMPLICIT runs forward and dgrad in 16-bit storage with wgmma
+ * kernels when the channel counts are multiples of 8 and the operands, output and workspace
+ * are 16-byte aligned; VOXCONV_WGMMA=0 (read by vc_context_create) keeps them on the
+ * mma.sync kernels of other GPUs, for comparison. */
 
 /* The algorithm VC_ALGO_AUTO (or the forced a->algo) runs for this pass now.
  * Errors: VC_ERR_INVALID_ARGUMENT, VC_ERR_UNSUPPORTED (forced algo not in this backend). */
