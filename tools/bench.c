@@ -2,12 +2,13 @@
  * suites share (see bench.h). */
 #include "bench.h"
 
+#include "progress.h"
+
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 const char *const bench_dtype_names[] = {"f32", "f16", "bf16", "tf32", NULL};
 
@@ -143,16 +144,13 @@ static bool parse_texts(bench_env *e) {
 
 /* ---- helpers the suites share ------------------------------------------------------------ */
 
-void bench_progress(const char *fmt, ...) {
-  static int tty = -1;
-  if (tty < 0) tty = isatty(STDERR_FILENO);
-  if (!tty) return;
+void bench_progress(const bench_env *e, const char *fmt, ...) {
+  char text[256];
   va_list ap;
   va_start(ap, fmt);
-  fprintf(stderr, "bench: ");
-  vfprintf(stderr, fmt, ap);
-  fprintf(stderr, "\n");
+  vsnprintf(text, sizeof text, fmt, ap);
   va_end(ap);
+  vc_progress("bench %d/%d: %s", e->rows + 1, e->rows_planned, text);
 }
 
 typedef struct net_step {
@@ -295,6 +293,7 @@ void bench_emit(bench_env *e, const bench_row *r) {
   char cells[N_COLUMNS][CELL];
   const char *ptrs[N_COLUMNS];
   for (int i = 0; i < N_COLUMNS; i++) ptrs[i] = cells[i];
+  vc_progress_clear();
   if (e->rows++ == 0) print_headers(e);
   row_cells(e, r, true, cells);
   print_cells(stdout, ptrs, true);
@@ -312,17 +311,20 @@ void bench_emit(bench_env *e, const bench_row *r) {
 static void measure_peaks(bench_env *e, int need) {
   char label[200];
   if (!e->dev.cuda) {
+    bench_progress(e, "dense peak (cblas_sgemm)");
     const double p = dev_dense_peak(&e->dev, VC_DTYPE_F32, VC_MATH_F32, e->warmup, e->reps, label, sizeof label);
     for (int t = 0; t < BD_COUNT; t++) e->peak[t] = p;
+    vc_progress_clear();
     printf("dense peak: %.4f TFLOP/s, %s\n", p, label);
     return;
   }
   need |= BD_BIT(BD_F16) | BD_BIT(BD_BF16) | BD_BIT(BD_TF32);
   for (int t = 0; t < BD_COUNT; t++) {
     if (!(need & BD_BIT(t))) continue;
-    bench_progress("dense peak %s", bench_dtype_names[t]);
+    bench_progress(e, "dense peak %s", bench_dtype_names[t]);
     const bench_dtype bt = (bench_dtype)t;
     e->peak[t] = dev_dense_peak(&e->dev, bd_storage(bt), bd_math(bt), e->warmup, e->reps, label, sizeof label);
+    vc_progress_clear();
     printf("dense peak %-4s: %7.1f TFLOP/s, %s\n", bench_dtype_names[t], e->peak[t], label);
   }
 }
@@ -355,10 +357,11 @@ int bench_main(void) {
   rng_seed(e.seed);
   print_intro(&e);
   const bool s = o_suite != SUITE_L, l = o_suite != SUITE_S;
-  measure_peaks(&e, (s ? bench_s_dtypes(&e) : 0) | (l ? bench_l_dtypes(&e) : 0));
+  measure_peaks(&e, (s ? bench_s_dtypes(&e, &e.rows_planned) : 0) | (l ? bench_l_dtypes(&e, &e.rows_planned) : 0));
   printf("\n");
   if (s) bench_suite_s(&e);
   if (l) bench_suite_l(&e);
+  vc_progress_clear();
   printf("\n%d rows, %d over tolerance%s\n", e.rows, e.fails, e.fails ? ": FAIL" : "");
   if (e.csv && fclose(e.csv)) fprintf(stderr, "voxconv bench: --csv '%s': write failed\n", o_csv), e.fails++;
   dev_close(&e.dev);

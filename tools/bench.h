@@ -50,6 +50,7 @@ typedef struct bench_env {
   double peak[BD_COUNT];      /* dense ceiling in TFLOP/s; 0: not measured */
   FILE *csv;                  /* NULL without --csv */
   int rows, fails;
+  int rows_planned;           /* what the suites will emit, for the progress line */
 } bench_env;
 
 /* One printed row. Negative values of the optional fields print "-" (blank in the CSV). */
@@ -71,8 +72,8 @@ typedef struct bench_row {
  * a row over it is flagged FAIL and counted in e->fails. */
 void bench_emit(bench_env *e, const bench_row *r);
 
-/* A progress line on stderr, only when stderr is a terminal. */
-void bench_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The progress line (progress.h) of the row being measured: "bench 3/7: " and the text. */
+void bench_progress(const bench_env *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* A network as the timing sees it: its passes, and the input set they read, which each
  * timed run moves on by one. */
@@ -128,11 +129,12 @@ double bench_check_layer(bench_env *e, const vc_plan *p, const vc_conv_args *a, 
                          const void *b, workspace *ws);
 
 /* The suites: each emits its rows. The *_dtypes functions say which dtypes they will run
- * (a BD_BIT mask), so the ceilings can be measured first. */
+ * (a BD_BIT mask), so the ceilings can be measured first, and add the rows they will emit
+ * to *rows. */
 bool bench_s_known_res(int res);
-int bench_s_dtypes(const bench_env *e);
+int bench_s_dtypes(const bench_env *e, int *rows);
 void bench_suite_s(bench_env *e);
-int bench_l_dtypes(const bench_env *e);
+int bench_l_dtypes(const bench_env *e, int *rows);
 void bench_suite_l(bench_env *e);
 
 #endif

@@ -10,6 +10,7 @@
  */
 #include "bench.h"
 #include "lidar.h"
+#include "progress.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -228,7 +229,7 @@ static double l_check(bench_env *e, l_run *r) {
   const int layers[2] = {CHECK_A, CHECK_B};
   for (int k = 0; k < 2; k++) {
     const int i = layers[k];
-    bench_progress("L: checking %s", mink[i].name);
+    bench_progress(e, "L: checking %s", mink[i].name);
     err = worse(err, bench_check_layer(e, l_layer_plan(r, i), &r->args[i], l_input(r, i), r->prm[i].w, r->prm[i].b,
                                        &r->ws));
   }
@@ -238,7 +239,7 @@ static double l_check(bench_env *e, l_run *r) {
 static void l_run_dtype(bench_env *e, const l_geom *g, double map_ms, bench_dtype t) {
   l_run r = {.dev = &e->dev, .g = g};
   for (int i = 0; i < N_NET; i++) r.args[i] = bench_args(mink[i].ci, mink[i].co, t);
-  bench_progress("L %s: tuning, allocating, timing", bench_dtype_names[t]);
+  bench_progress(e, "L %s: tuning, allocating, timing", bench_dtype_names[t]);
   l_tune(e, &r);
   l_run_alloc(e, &r);
   bench_row row = {.suite = "L", .dt = t, .voxels = g->n[0], .map_ms = map_ms, .err = -1, .plan_bytes = g->plan_bytes,
@@ -257,9 +258,15 @@ static void l_run_dtype(bench_env *e, const l_geom *g, double map_ms, bench_dtyp
   l_run_free(&r);
 }
 
-int bench_l_dtypes(const bench_env *e) { return e->dtypes ? e->dtypes : BD_BIT(BD_F16) | BD_BIT(BD_F32); }
+static int l_dtypes(const bench_env *e) { return e->dtypes ? e->dtypes : BD_BIT(BD_F16) | BD_BIT(BD_F32); }
+
+int bench_l_dtypes(const bench_env *e, int *rows) {
+  *rows += __builtin_popcount((unsigned)l_dtypes(e));
+  return l_dtypes(e);
+}
 
 static void l_note(const bench_env *e, const l_geom *g) {
+  vc_progress_clear();
   printf("# suite L: %d scans at scale %g, seed %llu; voxels per level", e->batch, e->scale,
          (unsigned long long)e->seed);
   for (int l = 0; l < LEVELS; l++) printf(" %lld", (long long)g->n[l]);
@@ -269,10 +276,10 @@ static void l_note(const bench_env *e, const l_geom *g) {
 void bench_suite_l(bench_env *e) {
   static const bench_dtype order[BD_COUNT] = {BD_F16, BD_F32, BD_BF16, BD_TF32};
   l_geom g;
-  bench_progress("L: %d scans at scale %g", e->batch, e->scale);
+  bench_progress(e, "L: %d scans at scale %g, building the maps", e->batch, e->scale);
   l_geom_init(e, &g);
   const double map_ms = median_ms(l_maps_timed, &g, 1, L_MAP_BUILDS);
-  const int mask = bench_l_dtypes(e);
+  const int mask = l_dtypes(e);
   for (int k = 0; k < BD_COUNT; k++)
     if (mask & BD_BIT(order[k])) l_run_dtype(e, &g, map_ms, order[k]);
   l_note(e, &g);

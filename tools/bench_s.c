@@ -43,10 +43,14 @@ static int s_row_dtypes(const bench_env *e, int64_t c) {
   return BD_BIT(BD_F16) | BD_BIT(BD_BF16) | (c >= 256 ? BD_BIT(BD_TF32) : 0);
 }
 
-int bench_s_dtypes(const bench_env *e) {
+int bench_s_dtypes(const bench_env *e, int *rows) {
   int mask = 0;
-  for (int i = 0; i < S_ROWS; i++)
-    if (s_selected(e, i)) mask |= s_row_dtypes(e, s_channels(e, i));
+  for (int i = 0; i < S_ROWS; i++) {
+    if (!s_selected(e, i)) continue;
+    const int row = s_row_dtypes(e, s_channels(e, i));
+    mask |= row;
+    *rows += __builtin_popcount((unsigned)row);
+  }
   return mask;
 }
 
@@ -67,7 +71,7 @@ static void s_shell_build(bench_env *e, s_shell *sh, int res) {
   free(host);
   sh->pb = (plan_build){&e->dev, {0}, coords, n, NULL, -1};
   vc_conv_desc_init(&sh->pb.desc, VC_CONV_SUBMANIFOLD, 3, 1, -1, 1);
-  bench_progress("S res %d: %lld voxels, building the map", res, (long long)n);
+  bench_progress(e, "S r%d: %lld voxels, building the map", res, (long long)n);
   sh->map_ms = median_ms(plan_timed, &sh->pb, 1, S_MAP_BUILDS);
   sh->pairs = vc_plan_pair_count(sh->pb.plan);
 }
@@ -145,7 +149,7 @@ static void s_backward(void *arg) {
 static void s_run(bench_env *e, const s_shell *sh, const s_spec *spec, int64_t c, bench_dtype t) {
   s_stack st = {.dev = &e->dev, .plan = sh->pb.plan, .args = bench_args(c, c, t), .layers = spec->layers, .sets = 1,
                 .n = sh->pb.n, .c = c};
-  bench_progress("S res %d C %lld %s: timing", spec->res, (long long)c, bench_dtype_names[t]);
+  bench_progress(e, "S r%d c%lld %s: timing", spec->res, (long long)c, bench_dtype_names[t]);
   bench_tune(e, st.plan, &st.args);
   s_stack_alloc(e, &st);
   bench_row r = {.suite = "S", .dt = t, .voxels = st.n, .pairs = sh->pairs, .map_ms = sh->map_ms, .err = -1,
@@ -158,7 +162,7 @@ static void s_run(bench_env *e, const s_shell *sh, const s_spec *spec, int64_t c
   r.infer_flops = 2.0 * (double)sh->pairs * (double)c * (double)c * spec->layers;
   r.train_flops = 3 * r.infer_flops;
   if (e->check) {
-    bench_progress("S res %d C %lld %s: checking layer 0", spec->res, (long long)c, bench_dtype_names[t]);
+    bench_progress(e, "S r%d c%lld %s: checking layer 0", spec->res, (long long)c, bench_dtype_names[t]);
     r.err = bench_check_layer(e, st.plan, &st.args, st.xs[0], st.prm[0].w, st.prm[0].b, &st.ws);
   }
   bench_emit(e, &r);
