@@ -2,6 +2,7 @@
  * suites share (see bench.h). */
 #include "bench.h"
 
+#include "plot.h"
 #include "progress.h"
 
 #include <limits.h>
@@ -32,7 +33,7 @@ static const char *const suite_names[] = {"S", "L", "all", NULL};
 
 static long long o_device = DEVICE_AUTO, o_suite = SUITE_ALL, o_reps = 10, o_warmup = 2, o_channels = 0,
                  o_batch = 4, o_seed = 1, o_no_check = 0, o_tune = 0;
-static const char *o_dtype = "", *o_res = "", *o_scale = "", *o_csv = "";
+static const char *o_dtype = "", *o_res = "", *o_scale = "", *o_csv = "", *o_plot = "";
 
 cli_option bench_opts[BENCH_N_OPTS] = {
     {"--device", "D", "backend: auto (CUDA when a context can be created, else the CPU), cpu or cuda", device_names,
@@ -52,6 +53,8 @@ cli_option bench_opts[BENCH_N_OPTS] = {
     {"--warmup", "N", "untimed runs before each measurement", NULL, 0, 100000, &o_warmup, NULL},
     {"--seed", "S", "seed of the random tensors and of the LiDAR scenes", NULL, 0, LLONG_MAX, &o_seed, NULL},
     {"--csv", "FILE", "also write the rows to FILE as CSV (header line first)", NULL, 0, 0, NULL, &o_csv},
+    {"--plot", "FILE", "also draw the rows into FILE as an SVG bar chart (% of the dense peak)", NULL, 0, 0, NULL,
+     &o_plot},
     {"--no-check", NULL, "skip the sampled f64 checks (max_rel_err prints -)", NULL, 0, 0, &o_no_check, NULL},
     {"--tune", NULL, "call vc_conv_tune once per layer shape and pass before timing", NULL, 0, 0, &o_tune, NULL},
 };
@@ -92,7 +95,12 @@ const char bench_about[] =
     "(suite L), runs its three passes once more and ~256 output rows, ~256 input rows, ~16\n"
     "dw rows and db are compared with an f64 host computation over the plan's kernel map.\n"
     "A row above DESIGN.md's tolerance (f32 1e-5, tf32 1e-3, f16/bf16 1e-2) is flagged FAIL\n"
-    "and the exit status is 1. Progress goes to stderr when it is a terminal.";
+    "and the exit status is 1. Progress goes to stderr when it is a terminal.\n"
+    "\n"
+    "Plot: --plot FILE.svg draws one group per row (case, and dtype when several ran), an\n"
+    "inference and a training bar each in % of the dense peak, and dashed marks at\n"
+    "BENCHMARKS.md's targets for suite S rows run as its table defines them (its C; f16,\n"
+    "bf16, and tf32 at C >= 256). A plain SVG file: any browser opens it.";
 
 /* Splits a comma list; calls item(text, arg) on each piece; false on an empty piece or when
  * item refuses one. */
@@ -249,9 +257,14 @@ static const char *const columns[] = {"suite", "case", "dtype", "voxels", "pairs
 enum { N_COLUMNS = sizeof columns / sizeof *columns, CELL = 64 };
 static const int widths[N_COLUMNS] = {-5, -22, -5, 9, 10, 9, 10, 10, 11, 11, 24, -5, 9, 9, 9, 10, -1};
 
+/* A useful rate in % of the row's dense peak. */
+static double pct_of_peak(const bench_env *e, const bench_row *r, double flops, double ms) {
+  return flops / ms / e->peak[r->dt] * 1e-7;
+}
+
 /* A row's cells as text: `table` picks the printed form ("-" for absent), else CSV's. */
 static void row_cells(const bench_env *e, const bench_row *r, bool table, char cells[N_COLUMNS][CELL]) {
-  const double peak = e->peak[r->dt], tol = tolerance(bd_storage(r->dt), bd_math(r->dt));
+  const double tol = tolerance(bd_storage(r->dt), bd_math(r->dt));
   const double mb = 1.0 / (1 << 20), extra = (double)(r->plan_bytes > 0 ? r->plan_bytes : 0) + (double)r->ws_bytes;
   const char *absent = table ? "-" : "";
   snprintf(cells[0], CELL, "%s", r->suite);
@@ -262,8 +275,8 @@ static void row_cells(const bench_env *e, const bench_row *r, bool table, char c
   snprintf(cells[5], CELL, table ? "%.3f" : "%.6g", r->map_ms);
   snprintf(cells[6], CELL, table ? "%.3f" : "%.6g", r->infer_ms);
   snprintf(cells[7], CELL, table ? "%.3f" : "%.6g", r->train_ms);
-  snprintf(cells[8], CELL, table ? "%.1f" : "%.4g", r->infer_flops / r->infer_ms / peak * 1e-7);
-  snprintf(cells[9], CELL, table ? "%.1f" : "%.4g", r->train_flops / r->train_ms / peak * 1e-7);
+  snprintf(cells[8], CELL, table ? "%.1f" : "%.4g", pct_of_peak(e, r, r->infer_flops, r->infer_ms));
+  snprintf(cells[9], CELL, table ? "%.1f" : "%.4g", pct_of_peak(e, r, r->train_flops, r->train_ms));
   if (r->err < 0) snprintf(cells[10], CELL, "%s", absent);
   else snprintf(cells[10], CELL, "%.3e", r->err);
   snprintf(cells[11], CELL, "%s", r->err < 0 ? "-" : r->err <= tol ? "ok" : "FAIL");
@@ -299,6 +312,10 @@ void bench_emit(bench_env *e, const bench_row *r) {
   print_cells(stdout, ptrs, true);
   fflush(stdout);
   if (!strcmp(cells[11], "FAIL")) e->fails++;
+  if (e->plot) {
+    e->kept = xrealloc(e->kept, (size_t)e->rows * sizeof *e->kept);
+    e->kept[e->rows - 1] = *r;
+  }
   if (!e->csv) return;
   row_cells(e, r, false, cells);
   print_cells(e->csv, ptrs, false);
@@ -316,9 +333,11 @@ static void measure_peaks(bench_env *e, int need) {
     for (int t = 0; t < BD_COUNT; t++) e->peak[t] = p;
     vc_progress_clear();
     printf("dense peak: %.4f TFLOP/s, %s\n", p, label);
+    snprintf(e->peak_what, sizeof e->peak_what, "%s", label);
     return;
   }
   need |= BD_BIT(BD_F16) | BD_BIT(BD_BF16) | BD_BIT(BD_TF32);
+  snprintf(e->peak_what, sizeof e->peak_what, "one 8192^3 cublasGemmEx per dtype, f32 accumulation");
   for (int t = 0; t < BD_COUNT; t++) {
     if (!(need & BD_BIT(t))) continue;
     bench_progress(e, "dense peak %s", bench_dtype_names[t]);
@@ -336,6 +355,59 @@ static void print_intro(const bench_env *e) {
          e->tune ? "vc_conv_tune per layer shape" : "off (VC_ALGO_AUTO as it stands)");
 }
 
+/* ---- the plot --------------------------------------------------------------------------- */
+
+/* Title and subtitle: the dtypes, the device, the ceilings and what the bars count. */
+static void plot_titles(const bench_env *e, int dtypes, char *title, size_t tlen, char *sub, size_t slen) {
+  char names[64] = "", peaks[200] = "";
+  size_t nl = 0, pl = 0;
+  for (int k = 0; k < BD_COUNT; k++) {
+    if (!(dtypes & BD_BIT(k))) continue;
+    nl += (size_t)snprintf(names + nl, sizeof names - nl, "%s%s", nl ? ", " : "", bench_dtype_names[k]);
+    if (e->dev.cuda) /* one ceiling per dtype; the CPU has one for all */
+      pl += (size_t)snprintf(peaks + pl, sizeof peaks - pl, "%s%s %.4g", pl ? ", " : "", bench_dtype_names[k],
+                             e->peak[k]);
+  }
+  if (!e->dev.cuda) snprintf(peaks, sizeof peaks, "%.4g", e->peak[BD_F32]);
+  snprintf(title, tlen, "voxconv bench: useful rate in %% of the dense peak (%s)", names);
+  snprintf(sub, slen,
+           "device %s\ndense peak %s TFLOP/s: %s\nuseful FLOPs 2 x pairs x Ci x Co per layer and pass; training = "
+           "forward + backward-data + backward-weight; median of %d runs",
+           e->dev.name, peaks, e->peak_what, e->reps);
+}
+
+/* Draws the kept rows into e->plot (bench.h's --plot). */
+static void write_plot(bench_env *e) {
+  const int n = e->rows;
+  int dtypes = 0;
+  for (int i = 0; i < n; i++) dtypes |= BD_BIT(e->kept[i].dt);
+  const bool several = __builtin_popcount((unsigned)dtypes) > 1;
+  char(*labels)[96] = xcalloc((size_t)n + 1, sizeof *labels);
+  const char **groups = xcalloc((size_t)n + 1, sizeof *groups);
+  double *values = xcalloc(2 * (size_t)n + 1, sizeof *values), *targets = xcalloc(2 * (size_t)n + 1, sizeof *targets);
+  for (int i = 0; i < n; i++) {
+    const bench_row *r = &e->kept[i];
+    const bool fail = r->err >= 0 && !(r->err <= tolerance(bd_storage(r->dt), bd_math(r->dt)));
+    snprintf(labels[i], sizeof labels[i], "%s%s%s%s", r->name, several ? "\n" : "", several ? bench_dtype_names[r->dt] : "",
+             fail ? " FAIL" : "");
+    groups[i] = labels[i];
+    values[2 * i] = pct_of_peak(e, r, r->infer_flops, r->infer_ms);
+    values[2 * i + 1] = pct_of_peak(e, r, r->train_flops, r->train_ms);
+    targets[2 * i] = r->infer_target, targets[2 * i + 1] = r->train_target;
+  }
+  char title[200], sub[800], err[200];
+  plot_titles(e, dtypes, title, sizeof title, sub, sizeof sub);
+  static const char *const series[] = {"inference (forward)", "training (forward + backward)"};
+  const vc_bar_chart chart = {title, sub, "useful rate, % of the dense peak", n, 2, groups, series, values, targets,
+                              "target (BENCHMARKS.md)"};
+  if (n == 0 || vc_bar_chart_svg(e->plot, &chart, err, sizeof err) || fclose(e->plot)) {
+    fprintf(stderr, "voxconv bench: --plot '%s': %s\n", o_plot, n ? err : "no rows to draw");
+    e->fails++;
+  }
+  e->plot = NULL;
+  free(labels), free(groups), free(values), free(targets);
+}
+
 /* Options into e; false on a usage error (already printed). Opens the device and the CSV. */
 static bool bench_setup(bench_env *e) {
   memset(e, 0, sizeof *e);
@@ -344,6 +416,10 @@ static bool bench_setup(bench_env *e) {
   if (!parse_texts(e)) return false;
   if (*o_csv && !(e->csv = fopen(o_csv, "w"))) {
     fprintf(stderr, "voxconv bench: --csv '%s': cannot open it for writing\n", o_csv);
+    exit(1);
+  }
+  if (*o_plot && !(e->plot = fopen(o_plot, "w"))) {
+    fprintf(stderr, "voxconv bench: --plot '%s': cannot open it for writing\n", o_plot);
     exit(1);
   }
   dev_open(&e->dev, (int)o_device);
@@ -364,6 +440,8 @@ int bench_main(void) {
   vc_progress_clear();
   printf("\n%d rows, %d over tolerance%s\n", e.rows, e.fails, e.fails ? ": FAIL" : "");
   if (e.csv && fclose(e.csv)) fprintf(stderr, "voxconv bench: --csv '%s': write failed\n", o_csv), e.fails++;
+  if (e.plot) write_plot(&e);
+  free(e.kept);
   dev_close(&e.dev);
   return e.fails ? 1 : 0;
 }

@@ -19,7 +19,7 @@
 
 /* ---- the command, for voxconv.c's table -------------------------------------------------- */
 
-enum { BENCH_N_OPTS = 13 };
+enum { BENCH_N_OPTS = 14 };
 extern cli_option bench_opts[BENCH_N_OPTS];
 extern const char bench_summary[], bench_about[];
 int bench_main(void);
@@ -48,7 +48,10 @@ typedef struct bench_env {
   int batch;                  /* suite L scans */
   uint64_t seed;
   double peak[BD_COUNT];      /* dense ceiling in TFLOP/s; 0: not measured */
+  char peak_what[200];        /* how the ceilings were measured */
   FILE *csv;                  /* NULL without --csv */
+  FILE *plot;                 /* NULL without --plot */
+  struct bench_row *kept;     /* the emitted rows, for the plot */
   int rows, fails;
   int rows_planned;           /* what the suites will emit, for the progress line */
 } bench_env;
@@ -66,10 +69,11 @@ typedef struct bench_row {
   int64_t out_bytes;               /* one output tensor: the target for plan + workspace */
   double map_share;                /* map_ms / (map_ms + train_ms) in %, suite L; < 0: none */
   char algos[48];                  /* bench_algos */
+  double infer_target, train_target; /* BENCHMARKS.md's targets in % of the peak; <= 0: none */
 } bench_row;
 
-/* Prints r (and writes its CSV line), judging its error against DESIGN.md's tolerance:
- * a row over it is flagged FAIL and counted in e->fails. */
+/* Prints r (and writes its CSV line, and keeps it for the plot), judging its error against
+ * DESIGN.md's tolerance: a row over it is flagged FAIL and counted in e->fails. */
 void bench_emit(bench_env *e, const bench_row *r);
 
 /* The progress line (progress.h) of the row being measured: "bench 3/7: " and the text. */

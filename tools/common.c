@@ -35,6 +35,11 @@ void *xcalloc(size_t count, size_t size) {
   return p ? p : out_of_memory(count * size);
 }
 
+void *xrealloc(void *p, size_t bytes) {
+  void *q = realloc(p, bytes ? bytes : 1);
+  return q ? q : out_of_memory(bytes);
+}
+
 double now_ms(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);

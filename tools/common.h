@@ -27,6 +27,7 @@ void check(const vc_context *ctx, vc_status s);
 /* A command-line tool has no better answer to a failed allocation than stopping. */
 void *xmalloc(size_t bytes);
 void *xcalloc(size_t count, size_t size);
+void *xrealloc(void *p, size_t bytes);
 
 double now_ms(void); /* monotonic clock */
 
