@@ -191,32 +191,6 @@ int bench_input_sets(size_t bytes) {
   return sets < 2 ? 2 : sets > 16 ? 16 : sets;
 }
 
-double bench_weight_scale(const vc_plan *p, int64_t ci) {
-  const int64_t out = vc_plan_out_count(p);
-  const double per_row = (double)vc_plan_pair_count(p) / (double)(out > 0 ? out : 1);
-  return sqrt(3.0 / ((per_row > 0 ? per_row : 1) * (double)ci));
-}
-
-void bench_params_alloc(const vc_dev *d, const vc_plan *p, const vc_conv_args *a, bench_params *out) {
-  const int64_t wn = a->out_channels * vc_plan_kernel_volume(p) * a->in_channels;
-  out->w = dev_random(d, a->dtype, wn, bench_weight_scale(p, a->in_channels));
-  out->b = dev_random(d, a->dtype, a->out_channels, 0.1);
-  out->dw = dev_poisoned(d, a->dtype, wn);
-  out->db = dev_poisoned(d, a->dtype, a->out_channels);
-}
-
-void bench_params_free(const vc_dev *d, bench_params *prm) {
-  dev_free(d, prm->w), dev_free(d, prm->b), dev_free(d, prm->dw), dev_free(d, prm->db);
-  memset(prm, 0, sizeof *prm);
-}
-
-void bench_pass(const vc_dev *d, const vc_plan *p, const vc_conv_args *a, vc_pass pass, const bench_params *prm,
-                const void *x, const void *dy, void *y_or_dx, workspace *ws) {
-  const conv_tensors t = {x, prm->w, prm->b, dy, y_or_dx, y_or_dx, prm->dw, prm->db};
-  const conv_call c = conv_call_for(d->ctx, p, a, pass, &t, ws, d->stream);
-  check(d->ctx, conv_execute(&c));
-}
-
 void bench_tune(bench_env *e, const vc_plan *p, const vc_conv_args *a) {
   if (!e->tune) return;
   for (int pass = 0; pass < 3; pass++)
@@ -237,16 +211,6 @@ void bench_algos(const bench_env *e, const vc_plan *const *plans, const vc_conv_
     }
     used += (size_t)snprintf(out + used, used < len ? len - used : 0, "%s%s", pass ? "/" : "", name ? name : "-");
   }
-}
-
-size_t bench_ws_need(const bench_env *e, const vc_plan *p, const vc_conv_args *a) {
-  size_t most = 0;
-  for (int pass = 0; pass < 3; pass++) {
-    size_t need = 0;
-    check(e->dev.ctx, vc_conv_workspace_size(p, a, (vc_pass)pass, &need));
-    most = need > most ? need : most;
-  }
-  return most;
 }
 
 /* ---- rows -------------------------------------------------------------------------------- */

@@ -96,23 +96,6 @@ void bench_time_net(bench_env *e, const bench_net *n, double *infer_ms, double *
  * the H100's 50 MB L2 from the previous run (at least 2 when it fits there, else 1). */
 int bench_input_sets(size_t bytes);
 
-/* Uniform weight bound giving outputs the inputs' variance: the mean pairs per output row
- * times Ci times the weight variance is one. */
-double bench_weight_scale(const vc_plan *p, int64_t ci);
-
-/* A layer's parameters and their gradients (device memory). */
-typedef struct bench_params {
-  void *w, *b, *dw, *db;
-} bench_params;
-
-/* Random w (bound bench_weight_scale) and b (bound 0.1); poisoned dw and db. */
-void bench_params_alloc(const vc_dev *d, const vc_plan *p, const vc_conv_args *a, bench_params *out);
-void bench_params_free(const vc_dev *d, bench_params *prm);
-
-/* Runs one pass of a layer on the device's stream (asynchronous on CUDA). */
-void bench_pass(const vc_dev *d, const vc_plan *p, const vc_conv_args *a, vc_pass pass, const bench_params *prm,
-                const void *x, const void *dy, void *y_or_dx, workspace *ws);
-
 /* With --tune: vc_conv_tune for the three passes of this layer shape (before any timing). */
 void bench_tune(bench_env *e, const vc_plan *p, const vc_conv_args *a);
 
@@ -121,14 +104,11 @@ void bench_tune(bench_env *e, const vc_plan *p, const vc_conv_args *a);
 void bench_algos(const bench_env *e, const vc_plan *const *plans, const vc_conv_args *args, int n, char *out,
                  size_t len);
 
-/* The largest workspace the three passes of this layer shape need. */
-size_t bench_ws_need(const bench_env *e, const vc_plan *p, const vc_conv_args *a);
-
 /* Runs forward, backward-data and backward-weight (with db) of one layer from x, w, b
  * (device memory; b may be NULL) and a random dy, then compares sampled outputs with an
  * f64 host computation over the plan's kernel map: ~256 output rows of y, ~256 input rows
  * of dx, ~16 (output channel, offset) rows of dw, and all of db. Returns the largest
- * ||out - ref|| / ||ref|| of the three passes. ws must fit the passes (bench_ws_need). */
+ * ||out - ref|| / ||ref|| of the three passes. ws must fit the passes (conv_ws_most). */
 double bench_check_layer(bench_env *e, const vc_plan *p, const vc_conv_args *a, const void *x, const void *w,
                          const void *b, workspace *ws);
 

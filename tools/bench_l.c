@@ -121,7 +121,7 @@ typedef struct l_run {
   vc_dev *dev;
   const l_geom *g;
   vc_conv_args args[N_NET];
-  bench_params prm[N_NET];
+  dev_params prm[N_NET];
   void *act[N_NET];  /* layer outputs (for an up layer: with the skip added); NULL for skips */
   void *grad[N_NET]; /* gradients of act; grad[N_NET - 1] is the random top gradient */
   bool written[N_NET];
@@ -149,7 +149,7 @@ static void l_tune(bench_env *e, l_run *r) {
 static void l_layer_alloc(l_run *r, int i, int64_t *largest) {
   const vc_dtype dt = r->args[i].dtype;
   const int64_t out = l_out_elems(r, i);
-  bench_params_alloc(r->dev, l_layer_plan(r, i), &r->args[i], &r->prm[i]);
+  dev_params_alloc(r->dev, l_layer_plan(r, i), &r->args[i], 1, &r->prm[i]);
   if (mink[i].add_to < 0) {
     r->act[i] = dev_poisoned(r->dev, dt, out);
     r->grad[i] = i == N_NET - 1 ? dev_random(r->dev, dt, out, 1.0) : dev_poisoned(r->dev, dt, out);
@@ -165,7 +165,7 @@ static void l_run_alloc(bench_env *e, l_run *r) {
   size_t ws = 0;
   for (int i = 0; i < N_NET; i++) {
     l_layer_alloc(r, i, &largest);
-    const size_t need = bench_ws_need(e, l_layer_plan(r, i), &r->args[i]);
+    const size_t need = conv_ws_most(e->dev.ctx, l_layer_plan(r, i), &r->args[i]);
     ws = need > ws ? need : ws;
   }
   r->sets = bench_input_sets((size_t)in * vc_dtype_size(dt));
@@ -176,7 +176,7 @@ static void l_run_alloc(bench_env *e, l_run *r) {
 
 static void l_run_free(l_run *r) {
   for (int i = 0; i < N_NET; i++) {
-    bench_params_free(r->dev, &r->prm[i]);
+    dev_params_free(r->dev, &r->prm[i]);
     dev_free(r->dev, r->act[i]), dev_free(r->dev, r->grad[i]);
   }
   for (int s = 0; s < r->sets; s++) dev_free(r->dev, r->xs[s]);
@@ -184,7 +184,7 @@ static void l_run_free(l_run *r) {
 }
 
 static void l_pass(l_run *r, int i, vc_pass pass, const void *dy, void *out) {
-  bench_pass(r->dev, l_layer_plan(r, i), &r->args[i], pass, &r->prm[i], l_input(r, i), dy, out, &r->ws);
+  dev_pass(r->dev, l_layer_plan(r, i), &r->args[i], pass, &r->prm[i], l_input(r, i), dy, out, &r->ws);
 }
 
 static void l_forward(void *arg) {

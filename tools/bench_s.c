@@ -74,7 +74,7 @@ static void s_shell_build(bench_env *e, s_shell *sh, int res) {
   int32_t *coords = dev_alloc(&e->dev, (size_t)n * 4 * sizeof *coords);
   dev_upload(&e->dev, coords, host, (size_t)n * 4 * sizeof *coords);
   free(host);
-  sh->pb = (plan_build){&e->dev, {0}, coords, n, NULL, -1};
+  sh->pb = (plan_build){&e->dev, {0}, coords, n, NULL, -1, NULL};
   vc_conv_desc_init(&sh->pb.desc, VC_CONV_SUBMANIFOLD, 3, 1, -1, 1);
   bench_progress(e, "S r%d: %lld voxels, building the map", res, (long long)n);
   sh->map_ms = median_ms(plan_timed, &sh->pb, 1, S_MAP_BUILDS);
@@ -97,7 +97,7 @@ typedef struct s_stack {
   int layers, sets, set;
   int64_t n, c;
   void *xs[S_MAX_SETS], *dys[S_MAX_SETS]; /* rotated inputs and top gradients */
-  bench_params *prm;                      /* per layer */
+  dev_params *prm;                      /* per layer */
   void **act;                             /* per layer: its output */
   void *g[2];                             /* backward-data outputs, alternating */
   workspace ws;
@@ -112,17 +112,17 @@ static void s_stack_alloc(bench_env *e, s_stack *st) {
   st->prm = xcalloc((size_t)st->layers, sizeof *st->prm);
   st->act = xcalloc((size_t)st->layers, sizeof *st->act);
   for (int l = 0; l < st->layers; l++) {
-    bench_params_alloc(st->dev, st->plan, &st->args, &st->prm[l]);
+    dev_params_alloc(st->dev, st->plan, &st->args, 1, &st->prm[l]);
     st->act[l] = dev_poisoned(st->dev, dt, nc);
   }
   for (int k = 0; k < 2; k++) st->g[k] = dev_poisoned(st->dev, dt, nc);
-  st->ws.bytes = bench_ws_need(e, st->plan, &st->args);
+  st->ws.bytes = conv_ws_most(e->dev.ctx, st->plan, &st->args);
   st->ws.ptr = dev_alloc(st->dev, st->ws.bytes);
 }
 
 static void s_stack_free(s_stack *st) {
   for (int s = 0; s < st->sets; s++) dev_free(st->dev, st->xs[s]), dev_free(st->dev, st->dys[s]);
-  for (int l = 0; l < st->layers; l++) bench_params_free(st->dev, &st->prm[l]), dev_free(st->dev, st->act[l]);
+  for (int l = 0; l < st->layers; l++) dev_params_free(st->dev, &st->prm[l]), dev_free(st->dev, st->act[l]);
   free(st->prm), free(st->act);
   dev_free(st->dev, st->g[0]), dev_free(st->dev, st->g[1]);
   dev_free(st->dev, st->ws.ptr);
@@ -130,7 +130,7 @@ static void s_stack_free(s_stack *st) {
 
 /* One pass of layer l reading x (and dy), writing act[l] (forward), dx or its dw and db. */
 static void s_pass(s_stack *st, int l, vc_pass pass, const void *x, const void *dy, void *dx) {
-  bench_pass(st->dev, st->plan, &st->args, pass, &st->prm[l], x, dy, pass == VC_PASS_FORWARD ? st->act[l] : dx,
+  dev_pass(st->dev, st->plan, &st->args, pass, &st->prm[l], x, dy, pass == VC_PASS_FORWARD ? st->act[l] : dx,
              &st->ws);
 }
 
