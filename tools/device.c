@@ -352,3 +352,36 @@ void dev_pass(const vc_dev *d, const vc_plan *p, const vc_conv_args *a, vc_pass 
   const conv_call c = conv_call_for(d->ctx, p, a, pass, &t, ws, d->stream);
   check(d->ctx, conv_execute(&c));
 }
+
+/* A host copy of a device tensor (the tensor itself on a CPU device); NULL stays NULL. */
+static void *host_view(const vc_dev *d, const void *t, int64_t n, vc_dtype dt) {
+  if (!t || !d->cuda) return (void *)t;
+  return dev_to_host(d, t, (size_t)n * vc_dtype_size(dt));
+}
+
+static void host_view_free(const vc_dev *d, void *h) {
+  if (d->cuda) free(h);
+}
+
+double dev_reference_error(const vc_dev *d, const conv_call *c, vc_context *ref_ctx, const vc_plan *ref_plan,
+                           workspace *ref_ws) {
+  const vc_dtype dt = c->args.dtype;
+  conv_call r = *c;
+  r.ctx = ref_ctx, r.plan = ref_plan, r.ws = ref_ws, r.stream = NULL;
+  r.args.algo = VC_ALGO_REFERENCE;
+  int64_t n_in[3], n_out[2];
+  conv_in_counts(c, n_in);
+  conv_out_counts(c, n_out);
+  void *in[3], *out[2];
+  for (int k = 0; k < 3; k++) r.in[k] = in[k] = host_view(d, c->in[k], n_in[k], dt);
+  for (int k = 0; k < 2; k++) r.out[k] = n_out[k] ? tensor_poisoned(dt, n_out[k]) : NULL;
+  for (int k = 0; k < 2; k++) out[k] = host_view(d, c->out[k], n_out[k], dt);
+  ws_reserve(&r);
+  check(ref_ctx, conv_execute(&r));
+  double err = 0;
+  for (int k = 0; k < 2; k++)
+    if (n_out[k]) err = worse(err, rel_err(dt, out[k], r.out[k], n_out[k]));
+  for (int k = 0; k < 3; k++) host_view_free(d, in[k]);
+  for (int k = 0; k < 2; k++) host_view_free(d, out[k]), free(r.out[k]);
+  return err;
+}

@@ -88,6 +88,13 @@ typedef struct plan_build {
 
 double plan_timed(void *arg);
 
+/* Re-runs c, a call on device d, with VC_ALGO_REFERENCE on ref_ctx and ref_plan (a CPU
+ * context and its plan of the same geometry) from host copies of c's inputs, and returns
+ * the largest ||out - ref|| / ||ref|| of c's outputs (infinite for a non-finite output).
+ * ref_ws is host memory, grown as needed. */
+double dev_reference_error(const vc_dev *d, const conv_call *c, vc_context *ref_ctx, const vc_plan *ref_plan,
+                           workspace *ref_ws);
+
 /* ---- one layer --------------------------------------------------------------------------- */
 
 /* A layer's parameters and their gradients (device memory). */
