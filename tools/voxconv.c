@@ -47,7 +47,8 @@ static double conv_timed(void *arg) {
 enum { PARSE_OK, PARSE_HELP, PARSE_ERROR };
 
 static void print_command_help(const cli_command *cmd) {
-  printf("usage: voxconv %s%s\n\n%s\n", cmd->name, cmd->n_opts ? " [options]" : "", cmd->about);
+  printf("usage: voxconv %s%s%s%s\n\n%s\n", cmd->name, cmd->n_opts ? " [options]" : "", cmd->positional ? " " : "",
+         cmd->positional ? cmd->positional : "", cmd->about);
   printf("\noptions:\n");
   for (int i = 0; i < cmd->n_opts; i++) {
     const cli_option *o = &cmd->opts[i];
@@ -88,10 +89,21 @@ static const cli_option *find_option(const cli_command *cmd, const char *arg) {
   return NULL;
 }
 
-/* argv[0] is the command name. Accepts `--name value` and `--name=value`. */
+/* argv[0] is the command name. Accepts `--name value` and `--name=value`; other arguments
+ * (and all after `--`) are positional when the command takes them. */
 static int parse_options(const cli_command *cmd, int argc, char **argv) {
+  if (cmd->args) cmd->args->v = xcalloc((size_t)argc, sizeof *cmd->args->v), cmd->args->n = 0;
+  bool options = true;
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i], *eq = strchr(arg, '=');
+    if (options && !strcmp(arg, "--")) {
+      options = false;
+      continue;
+    }
+    if (cmd->positional && (!options || arg[0] != '-' || !arg[1])) {
+      cmd->args->v[cmd->args->n++] = arg;
+      continue;
+    }
     if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) return print_command_help(cmd), PARSE_HELP;
     const cli_option *o = find_option(cmd, arg);
     if (!o) {
@@ -320,7 +332,7 @@ static const cli_command commands[] = {
      "the same inputs; the table shows per layer the voxels, pairs, map build, pass times,\n"
      "useful GFLOP/s and the largest relative error. Exit status 1 when an error exceeds the\n"
      "tolerance (1e-5 for f32, 1e-2 for f16/bf16).",
-     demo_opts, (int)(sizeof demo_opts / sizeof *demo_opts), demo_main},
+     demo_opts, (int)(sizeof demo_opts / sizeof *demo_opts), demo_main, NULL, NULL},
     {"bench-cpu", "one submanifold layer on the explicit CPU path vs plain OpenBLAS SGEMM",
      "Benchmarks one submanifold 3x3x3 C -> C layer with bias on the suite S sphere shell\n"
      "(BENCHMARKS.md) on the CPU backend with VC_ALGO_EXPLICIT: kernel-map build time, and for\n"
@@ -328,9 +340,10 @@ static const cli_command commands[] = {
      "2*pairs*C*C/t and its share of one plain cblas_sgemm of the same FLOPs (M = pairs,\n"
      "K = N = C). Each pass is also checked once against VC_ALGO_REFERENCE; exit status 1 when\n"
      "one disagrees.",
-     bcpu_opts, (int)(sizeof bcpu_opts / sizeof *bcpu_opts), bcpu_main},
-    {"bench", bench_summary, bench_about, bench_opts, BENCH_N_OPTS, bench_main},
-    {"version", "print the library version", "Prints the voxconv library version.", NULL, 0, version_main},
+     bcpu_opts, (int)(sizeof bcpu_opts / sizeof *bcpu_opts), bcpu_main, NULL, NULL},
+    {"bench", bench_summary, bench_about, bench_opts, BENCH_N_OPTS, bench_main, NULL, NULL},
+    {"version", "print the library version", "Prints the voxconv library version.", NULL, 0, version_main, NULL,
+     NULL},
 };
 enum { N_COMMANDS = sizeof commands / sizeof *commands };
 
