@@ -353,6 +353,16 @@ void dev_pass(const vc_dev *d, const vc_plan *p, const vc_conv_args *a, vc_pass 
   check(d->ctx, conv_execute(&c));
 }
 
+void dev_kernel_map(const vc_dev *d, const vc_plan *p, int64_t **off, int32_t **in, int32_t **out) {
+  const size_t bytes = (size_t)vc_plan_pair_count(p) * sizeof(int32_t);
+  int32_t *din = dev_alloc(d, bytes), *dout = dev_alloc(d, bytes);
+  *off = xmalloc((size_t)(vc_plan_kernel_volume(p) + 1) * sizeof **off);
+  check(d->ctx, vc_plan_kernel_map(p, *off, din, dout, d->stream));
+  dev_sync(d);
+  *in = dev_to_host(d, din, bytes), *out = dev_to_host(d, dout, bytes);
+  dev_free(d, din), dev_free(d, dout);
+}
+
 /* A host copy of a device tensor (the tensor itself on a CPU device); NULL stays NULL. */
 static void *host_view(const vc_dev *d, const void *t, int64_t n, vc_dtype dt) {
   if (!t || !d->cuda) return (void *)t;

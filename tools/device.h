@@ -88,6 +88,10 @@ typedef struct plan_build {
 
 double plan_timed(void *arg);
 
+/* Host copies of p's kernel map (vc_plan_kernel_map): *off [K + 1], the input rows *in and
+ * the output rows *out of every pair; malloc'd, the caller frees them. */
+void dev_kernel_map(const vc_dev *d, const vc_plan *p, int64_t **off, int32_t **in, int32_t **out);
+
 /* Re-runs c, a call on device d, with VC_ALGO_REFERENCE on ref_ctx and ref_plan (a CPU
  * context and its plan of the same geometry) from host copies of c's inputs, and returns
  * the largest ||out - ref|| / ||ref|| of c's outputs (infinite for a non-finite output).
