@@ -321,19 +321,24 @@ static void print_intro(const bench_env *e) {
 
 /* ---- the plot --------------------------------------------------------------------------- */
 
-/* Title and subtitle: the dtypes, the device, the ceilings and what the bars count. */
-static void plot_titles(const bench_env *e, int dtypes, char *title, size_t tlen, char *sub, size_t slen) {
+/* Title and subtitle: the device, the dtypes in row order, their ceilings and what the
+ * bars count. */
+static void plot_titles(const bench_env *e, char *title, size_t tlen, char *sub, size_t slen) {
   char names[64] = "", peaks[200] = "";
   size_t nl = 0, pl = 0;
-  for (int k = 0; k < BD_COUNT; k++) {
-    if (!(dtypes & BD_BIT(k))) continue;
-    nl += (size_t)snprintf(names + nl, sizeof names - nl, "%s%s", nl ? ", " : "", bench_dtype_names[k]);
+  int seen = 0;
+  for (int i = 0; i < e->rows; i++) {
+    const bench_dtype t = e->kept[i].dt;
+    if (seen & BD_BIT(t)) continue;
+    seen |= BD_BIT(t);
+    nl += (size_t)snprintf(names + nl, sizeof names - nl, "%s%s", nl ? ", " : "", bench_dtype_names[t]);
     if (e->dev.cuda) /* one ceiling per dtype; the CPU has one for all */
-      pl += (size_t)snprintf(peaks + pl, sizeof peaks - pl, "%s%s %.4g", pl ? ", " : "", bench_dtype_names[k],
-                             e->peak[k]);
+      pl += (size_t)snprintf(peaks + pl, sizeof peaks - pl, "%s%s %.4g", pl ? ", " : "", bench_dtype_names[t],
+                             e->peak[t]);
   }
   if (!e->dev.cuda) snprintf(peaks, sizeof peaks, "%.4g", e->peak[BD_F32]);
-  snprintf(title, tlen, "voxconv bench: useful rate in %% of the dense peak (%s)", names);
+  snprintf(title, tlen, "voxconv bench on %s: useful rate in %% of the dense peak (%s)", e->dev.cuda ? "cuda" : "cpu",
+           names);
   snprintf(sub, slen,
            "device %s\ndense peak %s TFLOP/s: %s\nuseful FLOPs 2 x pairs x Ci x Co per layer and pass; training = "
            "forward + backward-data + backward-weight; median of %d runs",
@@ -360,7 +365,7 @@ static void write_plot(bench_env *e) {
     targets[2 * i] = r->infer_target, targets[2 * i + 1] = r->train_target;
   }
   char title[200], sub[800], err[200];
-  plot_titles(e, dtypes, title, sizeof title, sub, sizeof sub);
+  plot_titles(e, title, sizeof title, sub, sizeof sub);
   static const char *const series[] = {"inference (forward)", "training (forward + backward)"};
   const vc_bar_chart chart = {title, sub, "useful rate, % of the dense peak", n, 2, groups, series, values, targets,
                               "target (BENCHMARKS.md)"};

@@ -22,7 +22,7 @@
 #define MARGIN 16.0
 #define AXIS_LEFT 64.0   /* tick labels and the y caption */
 #define LABEL_TURN 35.0  /* degrees, for group labels wider than their group */
-#define GROUP_MAX_W 200.0 /* how far groups widen to fill a chart as wide as its title */
+#define GROUP_MAX_W 320.0 /* how far groups widen to fill a chart as wide as its title */
 
 static const char *const palette[] = {"#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860"};
 enum { N_COLOURS = sizeof palette / sizeof *palette };
@@ -265,7 +265,7 @@ static void put_bar(FILE *f, const vc_bar_chart *c, const layout *l, int g, int 
   format_value(t, text, sizeof text);
   fprintf(f, "<line class=\"target\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#222\" "
              "stroke-width=\"2\" stroke-dasharray=\"4 2\"><title>target %s</title></line>\n",
-          x - 3, y, x + l->bar_w + 3, y, text);
+          x, y, x + l->bar_w, y, text);
 }
 
 /* ---- the chart --------------------------------------------------------------------------- */
