@@ -123,4 +123,14 @@ asan:
 clean:
 	rm -rf build build-asan
 
+# ---- the sample mesh ----------------------------------------------------------------------
+# data/shape.ply is committed; `make sample` regenerates it after a change to its generator.
+.PHONY: sample
+sample: $(BUILD)/make_sample_ply
+	$(BUILD)/make_sample_ply data/shape.ply
+
+$(BUILD)/make_sample_ply: tools/gen/make_sample_ply.c
+	@mkdir -p $(BUILD)
+	$(CC) $(WARN) $(CFLAGS) -o $@ $< -lm
+
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
