@@ -368,7 +368,7 @@ static void write_plot(bench_env *e) {
   plot_titles(e, title, sizeof title, sub, sizeof sub);
   static const char *const series[] = {"inference (forward)", "training (forward + backward)"};
   const vc_bar_chart chart = {title, sub, "useful rate, % of the dense peak", n, 2, groups, series, values, targets,
-                              "target (BENCHMARKS.md)"};
+                              "target (BENCHMARKS.md, for an H100)"};
   if (n == 0 || vc_bar_chart_svg(e->plot, &chart, err, sizeof err) || fclose(e->plot)) {
     fprintf(stderr, "voxconv bench: --plot '%s': %s\n", o_plot, n ? err : "no rows to draw");
     e->fails++;

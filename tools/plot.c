@@ -244,6 +244,8 @@ static void put_group_label(FILE *f, const char *label, const layout *l, double 
 
 static void put_bar(FILE *f, const vc_bar_chart *c, const layout *l, int g, int s) {
   const double v = c->values[g * c->n_series + s], x = x_of_group(l, g) + s * (l->bar_w + BAR_GAP);
+  const double t = c->targets ? c->targets[g * c->n_series + s] : NAN;
+  const bool mark = present(t) && t > 0;
   char text[32];
   if (present(v)) {
     const double y = y_of(l, v);
@@ -254,13 +256,14 @@ static void put_bar(FILE *f, const vc_bar_chart *c, const layout *l, int g, int 
     fprintf(f, ", ");
     put_escaped(f, c->series[s], (size_t)-1);
     fprintf(f, ": %s</title></rect>", text);
-    /* the value over its bar, smaller when it would run into the neighbour */
+    /* The value over its bar, smaller when it would run into the neighbour, and over the
+     * target mark when the mark would cross it. */
     const double fit = (l->bar_w + BAR_GAP) / (EM_WIDTH * (double)strlen(text));
+    const double ty = mark ? y_of(l, t) : INFINITY, base = ty < y + 4 && ty > y - VALUE_FONT - 4 ? ty - 2 : y;
     fprintf(f, "<text class=\"value\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"%.1f\">%s</text>\n",
-            x + l->bar_w / 2, y - 3, fmax(7, fmin(VALUE_FONT, fit)), text);
+            x + l->bar_w / 2, base - 3, fmax(7, fmin(VALUE_FONT, fit)), text);
   }
-  const double t = c->targets ? c->targets[g * c->n_series + s] : NAN;
-  if (!present(t) || t <= 0) return;
+  if (!mark) return;
   const double y = y_of(l, t);
   format_value(t, text, sizeof text);
   fprintf(f, "<line class=\"target\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#222\" "
