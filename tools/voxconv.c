@@ -2,6 +2,8 @@
  *
  *   voxconv demo       a small sparse U-Net (net.h), forward and backward; every pass is
  *                      checked against VC_ALGO_REFERENCE on a CPU context
+ *   voxconv run        a network (net.h) on the user's PLY files, voxelised and batched
+ *                      (run.c): neighbour statistics, per-layer times and useful rates
  *   voxconv bench      the suites of BENCHMARKS.md (bench*.c): dense peak, map build,
  *                      inference and training rates, sampled f64 checks
  *   voxconv bench-cpu  one suite-S submanifold layer on the explicit CPU path, measured
@@ -19,6 +21,7 @@
 #include "common.h"
 #include "device.h"
 #include "net.h"
+#include "run.h"
 #include "shapes.h"
 #include "voxconv.h"
 
@@ -341,6 +344,7 @@ static const cli_command commands[] = {
      "K = N = C). Each pass is also checked once against VC_ALGO_REFERENCE; exit status 1 when\n"
      "one disagrees.",
      bcpu_opts, (int)(sizeof bcpu_opts / sizeof *bcpu_opts), bcpu_main, NULL, NULL},
+    {"run", run_summary, run_about, run_opts, RUN_N_OPTS, run_main, "FILE...", &run_files},
     {"bench", bench_summary, bench_about, bench_opts, BENCH_N_OPTS, bench_main, NULL, NULL},
     {"version", "print the library version", "Prints the voxconv library version.", NULL, 0, version_main, NULL,
      NULL},
@@ -348,7 +352,7 @@ static const cli_command commands[] = {
 enum { N_COMMANDS = sizeof commands / sizeof *commands };
 
 static void print_main_help(FILE *f) {
-  fprintf(f, "usage: voxconv COMMAND [options]\n\nSparse 3D convolution: demo, benchmark and checks.\n\n"
+  fprintf(f, "usage: voxconv COMMAND [options]\n\nSparse 3D convolution: demo, your data, benchmark and checks.\n\n"
              "commands:\n");
   for (int i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
   fprintf(f, "\n'voxconv COMMAND --help' lists the options of a command.\n"
