@@ -41,6 +41,9 @@ LIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -ls
 endif
 TOOL_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(TOOL_SRCS))
 TEST_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(TEST_SRCS))
+# The PLY reader and voxeliser of the command line are tested in the C suite (test_ply.c).
+PLY_OBJS  := $(BUILD)/tools/ply.o $(BUILD)/tools/voxelize.o
+TEST_OBJS += $(PLY_OBJS)
 # The GPU tests reuse the CPU suite's helpers (util.c, dense.c), not its main.
 GPU_TEST_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(GPU_TEST_SRCS) tests/util.c tests/dense.c)
 
@@ -122,5 +125,15 @@ asan:
 
 clean:
 	rm -rf build build-asan
+
+# ---- the sample mesh ----------------------------------------------------------------------
+# data/shape.ply is committed; `make sample` regenerates it after a change to its generator.
+.PHONY: sample
+sample: $(BUILD)/make_sample_ply
+	$(BUILD)/make_sample_ply data/shape.ply
+
+$(BUILD)/make_sample_ply: tools/gen/make_sample_ply.c
+	@mkdir -p $(BUILD)
+	$(CC) $(WARN) $(CFLAGS) -o $@ $< -lm
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -10,9 +10,9 @@
 void vc_test_seed(uint64_t s);
 
 extern const vc_test_case vc_tests_kmap[], vc_tests_conv[], vc_tests_grad[], vc_tests_errors[],
-    vc_tests_misc[];
+    vc_tests_misc[], vc_tests_ply[];
 static const vc_test_case *const suites[] = {vc_tests_misc, vc_tests_kmap, vc_tests_conv, vc_tests_grad,
-                                             vc_tests_errors};
+                                             vc_tests_errors, vc_tests_ply};
 
 static int current_failures;
 

@@ -2,12 +2,14 @@
  * suites share (see bench.h). */
 #include "bench.h"
 
+#include "plot.h"
+#include "progress.h"
+
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 const char *const bench_dtype_names[] = {"f32", "f16", "bf16", "tf32", NULL};
 
@@ -31,7 +33,7 @@ static const char *const suite_names[] = {"S", "L", "all", NULL};
 
 static long long o_device = DEVICE_AUTO, o_suite = SUITE_ALL, o_reps = 10, o_warmup = 2, o_channels = 0,
                  o_batch = 4, o_seed = 1, o_no_check = 0, o_tune = 0;
-static const char *o_dtype = "", *o_res = "", *o_scale = "", *o_csv = "";
+static const char *o_dtype = "", *o_res = "", *o_scale = "", *o_csv = "", *o_plot = "";
 
 cli_option bench_opts[BENCH_N_OPTS] = {
     {"--device", "D", "backend: auto (CUDA when a context can be created, else the CPU), cpu or cuda", device_names,
@@ -51,6 +53,8 @@ cli_option bench_opts[BENCH_N_OPTS] = {
     {"--warmup", "N", "untimed runs before each measurement", NULL, 0, 100000, &o_warmup, NULL},
     {"--seed", "S", "seed of the random tensors and of the LiDAR scenes", NULL, 0, LLONG_MAX, &o_seed, NULL},
     {"--csv", "FILE", "also write the rows to FILE as CSV (header line first)", NULL, 0, 0, NULL, &o_csv},
+    {"--plot", "FILE", "also draw the rows into FILE as an SVG bar chart (% of the dense peak)", NULL, 0, 0, NULL,
+     &o_plot},
     {"--no-check", NULL, "skip the sampled f64 checks (max_rel_err prints -)", NULL, 0, 0, &o_no_check, NULL},
     {"--tune", NULL, "call vc_conv_tune once per layer shape and pass before timing", NULL, 0, 0, &o_tune, NULL},
 };
@@ -91,7 +95,12 @@ const char bench_about[] =
     "(suite L), runs its three passes once more and ~256 output rows, ~256 input rows, ~16\n"
     "dw rows and db are compared with an f64 host computation over the plan's kernel map.\n"
     "A row above DESIGN.md's tolerance (f32 1e-5, tf32 1e-3, f16/bf16 1e-2) is flagged FAIL\n"
-    "and the exit status is 1. Progress goes to stderr when it is a terminal.";
+    "and the exit status is 1. Progress goes to stderr when it is a terminal.\n"
+    "\n"
+    "Plot: --plot FILE.svg draws one group per row (case, and dtype when several ran), an\n"
+    "inference and a training bar each in % of the dense peak, and dashed marks at\n"
+    "BENCHMARKS.md's targets for suite S rows run as its table defines them (its C; f16,\n"
+    "bf16, and tf32 at C >= 256). A plain SVG file: any browser opens it.";
 
 /* Splits a comma list; calls item(text, arg) on each piece; false on an empty piece or when
  * item refuses one. */
@@ -143,16 +152,13 @@ static bool parse_texts(bench_env *e) {
 
 /* ---- helpers the suites share ------------------------------------------------------------ */
 
-void bench_progress(const char *fmt, ...) {
-  static int tty = -1;
-  if (tty < 0) tty = isatty(STDERR_FILENO);
-  if (!tty) return;
+void bench_progress(const bench_env *e, const char *fmt, ...) {
+  char text[256];
   va_list ap;
   va_start(ap, fmt);
-  fprintf(stderr, "bench: ");
-  vfprintf(stderr, fmt, ap);
-  fprintf(stderr, "\n");
+  vsnprintf(text, sizeof text, fmt, ap);
   va_end(ap);
+  vc_progress("bench %d/%d: %s", e->rows + 1, e->rows_planned, text);
 }
 
 typedef struct net_step {
@@ -185,32 +191,6 @@ int bench_input_sets(size_t bytes) {
   return sets < 2 ? 2 : sets > 16 ? 16 : sets;
 }
 
-double bench_weight_scale(const vc_plan *p, int64_t ci) {
-  const int64_t out = vc_plan_out_count(p);
-  const double per_row = (double)vc_plan_pair_count(p) / (double)(out > 0 ? out : 1);
-  return sqrt(3.0 / ((per_row > 0 ? per_row : 1) * (double)ci));
-}
-
-void bench_params_alloc(const vc_dev *d, const vc_plan *p, const vc_conv_args *a, bench_params *out) {
-  const int64_t wn = a->out_channels * vc_plan_kernel_volume(p) * a->in_channels;
-  out->w = dev_random(d, a->dtype, wn, bench_weight_scale(p, a->in_channels));
-  out->b = dev_random(d, a->dtype, a->out_channels, 0.1);
-  out->dw = dev_poisoned(d, a->dtype, wn);
-  out->db = dev_poisoned(d, a->dtype, a->out_channels);
-}
-
-void bench_params_free(const vc_dev *d, bench_params *prm) {
-  dev_free(d, prm->w), dev_free(d, prm->b), dev_free(d, prm->dw), dev_free(d, prm->db);
-  memset(prm, 0, sizeof *prm);
-}
-
-void bench_pass(const vc_dev *d, const vc_plan *p, const vc_conv_args *a, vc_pass pass, const bench_params *prm,
-                const void *x, const void *dy, void *y_or_dx, workspace *ws) {
-  const conv_tensors t = {x, prm->w, prm->b, dy, y_or_dx, y_or_dx, prm->dw, prm->db};
-  const conv_call c = conv_call_for(d->ctx, p, a, pass, &t, ws, d->stream);
-  check(d->ctx, conv_execute(&c));
-}
-
 void bench_tune(bench_env *e, const vc_plan *p, const vc_conv_args *a) {
   if (!e->tune) return;
   for (int pass = 0; pass < 3; pass++)
@@ -233,16 +213,6 @@ void bench_algos(const bench_env *e, const vc_plan *const *plans, const vc_conv_
   }
 }
 
-size_t bench_ws_need(const bench_env *e, const vc_plan *p, const vc_conv_args *a) {
-  size_t most = 0;
-  for (int pass = 0; pass < 3; pass++) {
-    size_t need = 0;
-    check(e->dev.ctx, vc_conv_workspace_size(p, a, (vc_pass)pass, &need));
-    most = need > most ? need : most;
-  }
-  return most;
-}
-
 /* ---- rows -------------------------------------------------------------------------------- */
 
 static const char *const columns[] = {"suite", "case", "dtype", "voxels", "pairs", "map_ms", "infer_ms", "train_ms",
@@ -251,9 +221,14 @@ static const char *const columns[] = {"suite", "case", "dtype", "voxels", "pairs
 enum { N_COLUMNS = sizeof columns / sizeof *columns, CELL = 64 };
 static const int widths[N_COLUMNS] = {-5, -22, -5, 9, 10, 9, 10, 10, 11, 11, 24, -5, 9, 9, 9, 10, -1};
 
+/* A useful rate in % of the row's dense peak. */
+static double pct_of_peak(const bench_env *e, const bench_row *r, double flops, double ms) {
+  return flops / ms / e->peak[r->dt] * 1e-7;
+}
+
 /* A row's cells as text: `table` picks the printed form ("-" for absent), else CSV's. */
 static void row_cells(const bench_env *e, const bench_row *r, bool table, char cells[N_COLUMNS][CELL]) {
-  const double peak = e->peak[r->dt], tol = tolerance(bd_storage(r->dt), bd_math(r->dt));
+  const double tol = tolerance(bd_storage(r->dt), bd_math(r->dt));
   const double mb = 1.0 / (1 << 20), extra = (double)(r->plan_bytes > 0 ? r->plan_bytes : 0) + (double)r->ws_bytes;
   const char *absent = table ? "-" : "";
   snprintf(cells[0], CELL, "%s", r->suite);
@@ -264,8 +239,8 @@ static void row_cells(const bench_env *e, const bench_row *r, bool table, char c
   snprintf(cells[5], CELL, table ? "%.3f" : "%.6g", r->map_ms);
   snprintf(cells[6], CELL, table ? "%.3f" : "%.6g", r->infer_ms);
   snprintf(cells[7], CELL, table ? "%.3f" : "%.6g", r->train_ms);
-  snprintf(cells[8], CELL, table ? "%.1f" : "%.4g", r->infer_flops / r->infer_ms / peak * 1e-7);
-  snprintf(cells[9], CELL, table ? "%.1f" : "%.4g", r->train_flops / r->train_ms / peak * 1e-7);
+  snprintf(cells[8], CELL, table ? "%.1f" : "%.4g", pct_of_peak(e, r, r->infer_flops, r->infer_ms));
+  snprintf(cells[9], CELL, table ? "%.1f" : "%.4g", pct_of_peak(e, r, r->train_flops, r->train_ms));
   if (r->err < 0) snprintf(cells[10], CELL, "%s", absent);
   else snprintf(cells[10], CELL, "%.3e", r->err);
   snprintf(cells[11], CELL, "%s", r->err < 0 ? "-" : r->err <= tol ? "ok" : "FAIL");
@@ -295,11 +270,16 @@ void bench_emit(bench_env *e, const bench_row *r) {
   char cells[N_COLUMNS][CELL];
   const char *ptrs[N_COLUMNS];
   for (int i = 0; i < N_COLUMNS; i++) ptrs[i] = cells[i];
+  vc_progress_clear();
   if (e->rows++ == 0) print_headers(e);
   row_cells(e, r, true, cells);
   print_cells(stdout, ptrs, true);
   fflush(stdout);
   if (!strcmp(cells[11], "FAIL")) e->fails++;
+  if (e->plot) {
+    e->kept = xrealloc(e->kept, (size_t)e->rows * sizeof *e->kept);
+    e->kept[e->rows - 1] = *r;
+  }
   if (!e->csv) return;
   row_cells(e, r, false, cells);
   print_cells(e->csv, ptrs, false);
@@ -312,17 +292,22 @@ void bench_emit(bench_env *e, const bench_row *r) {
 static void measure_peaks(bench_env *e, int need) {
   char label[200];
   if (!e->dev.cuda) {
+    bench_progress(e, "dense peak (cblas_sgemm)");
     const double p = dev_dense_peak(&e->dev, VC_DTYPE_F32, VC_MATH_F32, e->warmup, e->reps, label, sizeof label);
     for (int t = 0; t < BD_COUNT; t++) e->peak[t] = p;
+    vc_progress_clear();
     printf("dense peak: %.4f TFLOP/s, %s\n", p, label);
+    snprintf(e->peak_what, sizeof e->peak_what, "%s", label);
     return;
   }
   need |= BD_BIT(BD_F16) | BD_BIT(BD_BF16) | BD_BIT(BD_TF32);
+  snprintf(e->peak_what, sizeof e->peak_what, "one 8192^3 cublasGemmEx per dtype, f32 accumulation");
   for (int t = 0; t < BD_COUNT; t++) {
     if (!(need & BD_BIT(t))) continue;
-    bench_progress("dense peak %s", bench_dtype_names[t]);
+    bench_progress(e, "dense peak %s", bench_dtype_names[t]);
     const bench_dtype bt = (bench_dtype)t;
     e->peak[t] = dev_dense_peak(&e->dev, bd_storage(bt), bd_math(bt), e->warmup, e->reps, label, sizeof label);
+    vc_progress_clear();
     printf("dense peak %-4s: %7.1f TFLOP/s, %s\n", bench_dtype_names[t], e->peak[t], label);
   }
 }
@@ -334,6 +319,64 @@ static void print_intro(const bench_env *e) {
          e->tune ? "vc_conv_tune per layer shape" : "off (VC_ALGO_AUTO as it stands)");
 }
 
+/* ---- the plot --------------------------------------------------------------------------- */
+
+/* Title and subtitle: the device, the dtypes in row order, their ceilings and what the
+ * bars count. */
+static void plot_titles(const bench_env *e, char *title, size_t tlen, char *sub, size_t slen) {
+  char names[64] = "", peaks[200] = "";
+  size_t nl = 0, pl = 0;
+  int seen = 0;
+  for (int i = 0; i < e->rows; i++) {
+    const bench_dtype t = e->kept[i].dt;
+    if (seen & BD_BIT(t)) continue;
+    seen |= BD_BIT(t);
+    nl += (size_t)snprintf(names + nl, sizeof names - nl, "%s%s", nl ? ", " : "", bench_dtype_names[t]);
+    if (e->dev.cuda) /* one ceiling per dtype; the CPU has one for all */
+      pl += (size_t)snprintf(peaks + pl, sizeof peaks - pl, "%s%s %.4g", pl ? ", " : "", bench_dtype_names[t],
+                             e->peak[t]);
+  }
+  if (!e->dev.cuda) snprintf(peaks, sizeof peaks, "%.4g", e->peak[BD_F32]);
+  snprintf(title, tlen, "voxconv bench on %s: useful rate in %% of the dense peak (%s)", e->dev.cuda ? "cuda" : "cpu",
+           names);
+  snprintf(sub, slen,
+           "device %s\ndense peak %s TFLOP/s: %s\nuseful FLOPs 2 x pairs x Ci x Co per layer and pass; training = "
+           "forward + backward-data + backward-weight; median of %d runs",
+           e->dev.name, peaks, e->peak_what, e->reps);
+}
+
+/* Draws the kept rows into e->plot (bench.h's --plot). */
+static void write_plot(bench_env *e) {
+  const int n = e->rows;
+  int dtypes = 0;
+  for (int i = 0; i < n; i++) dtypes |= BD_BIT(e->kept[i].dt);
+  const bool several = __builtin_popcount((unsigned)dtypes) > 1;
+  char(*labels)[96] = xcalloc((size_t)n + 1, sizeof *labels);
+  const char **groups = xcalloc((size_t)n + 1, sizeof *groups);
+  double *values = xcalloc(2 * (size_t)n + 1, sizeof *values), *targets = xcalloc(2 * (size_t)n + 1, sizeof *targets);
+  for (int i = 0; i < n; i++) {
+    const bench_row *r = &e->kept[i];
+    const bool fail = r->err >= 0 && !(r->err <= tolerance(bd_storage(r->dt), bd_math(r->dt)));
+    snprintf(labels[i], sizeof labels[i], "%s%s%s%s", r->name, several ? "\n" : "", several ? bench_dtype_names[r->dt] : "",
+             fail ? " FAIL" : "");
+    groups[i] = labels[i];
+    values[2 * i] = pct_of_peak(e, r, r->infer_flops, r->infer_ms);
+    values[2 * i + 1] = pct_of_peak(e, r, r->train_flops, r->train_ms);
+    targets[2 * i] = r->infer_target, targets[2 * i + 1] = r->train_target;
+  }
+  char title[200], sub[800], err[200];
+  plot_titles(e, title, sizeof title, sub, sizeof sub);
+  static const char *const series[] = {"inference (forward)", "training (forward + backward)"};
+  const vc_bar_chart chart = {title, sub, "useful rate, % of the dense peak", n, 2, groups, series, values, targets,
+                              "target (BENCHMARKS.md, for an H100)"};
+  if (n == 0 || vc_bar_chart_svg(e->plot, &chart, err, sizeof err) || fclose(e->plot)) {
+    fprintf(stderr, "voxconv bench: --plot '%s': %s\n", o_plot, n ? err : "no rows to draw");
+    e->fails++;
+  }
+  e->plot = NULL;
+  free(labels), free(groups), free(values), free(targets);
+}
+
 /* Options into e; false on a usage error (already printed). Opens the device and the CSV. */
 static bool bench_setup(bench_env *e) {
   memset(e, 0, sizeof *e);
@@ -342,6 +385,10 @@ static bool bench_setup(bench_env *e) {
   if (!parse_texts(e)) return false;
   if (*o_csv && !(e->csv = fopen(o_csv, "w"))) {
     fprintf(stderr, "voxconv bench: --csv '%s': cannot open it for writing\n", o_csv);
+    exit(1);
+  }
+  if (*o_plot && !(e->plot = fopen(o_plot, "w"))) {
+    fprintf(stderr, "voxconv bench: --plot '%s': cannot open it for writing\n", o_plot);
     exit(1);
   }
   dev_open(&e->dev, (int)o_device);
@@ -355,12 +402,15 @@ int bench_main(void) {
   rng_seed(e.seed);
   print_intro(&e);
   const bool s = o_suite != SUITE_L, l = o_suite != SUITE_S;
-  measure_peaks(&e, (s ? bench_s_dtypes(&e) : 0) | (l ? bench_l_dtypes(&e) : 0));
+  measure_peaks(&e, (s ? bench_s_dtypes(&e, &e.rows_planned) : 0) | (l ? bench_l_dtypes(&e, &e.rows_planned) : 0));
   printf("\n");
   if (s) bench_suite_s(&e);
   if (l) bench_suite_l(&e);
+  vc_progress_clear();
   printf("\n%d rows, %d over tolerance%s\n", e.rows, e.fails, e.fails ? ": FAIL" : "");
   if (e.csv && fclose(e.csv)) fprintf(stderr, "voxconv bench: --csv '%s': write failed\n", o_csv), e.fails++;
+  if (e.plot) write_plot(&e);
+  free(e.kept);
   dev_close(&e.dev);
   return e.fails ? 1 : 0;
 }

@@ -19,7 +19,7 @@
 
 /* ---- the command, for voxconv.c's table -------------------------------------------------- */
 
-enum { BENCH_N_OPTS = 13 };
+enum { BENCH_N_OPTS = 14 };
 extern cli_option bench_opts[BENCH_N_OPTS];
 extern const char bench_summary[], bench_about[];
 int bench_main(void);
@@ -48,8 +48,12 @@ typedef struct bench_env {
   int batch;                  /* suite L scans */
   uint64_t seed;
   double peak[BD_COUNT];      /* dense ceiling in TFLOP/s; 0: not measured */
+  char peak_what[200];        /* how the ceilings were measured */
   FILE *csv;                  /* NULL without --csv */
+  FILE *plot;                 /* NULL without --plot */
+  struct bench_row *kept;     /* the emitted rows, for the plot */
   int rows, fails;
+  int rows_planned;           /* what the suites will emit, for the progress line */
 } bench_env;
 
 /* One printed row. Negative values of the optional fields print "-" (blank in the CSV). */
@@ -65,14 +69,15 @@ typedef struct bench_row {
   int64_t out_bytes;               /* one output tensor: the target for plan + workspace */
   double map_share;                /* map_ms / (map_ms + train_ms) in %, suite L; < 0: none */
   char algos[48];                  /* bench_algos */
+  double infer_target, train_target; /* BENCHMARKS.md's targets in % of the peak; <= 0: none */
 } bench_row;
 
-/* Prints r (and writes its CSV line), judging its error against DESIGN.md's tolerance:
- * a row over it is flagged FAIL and counted in e->fails. */
+/* Prints r (and writes its CSV line, and keeps it for the plot), judging its error against
+ * DESIGN.md's tolerance: a row over it is flagged FAIL and counted in e->fails. */
 void bench_emit(bench_env *e, const bench_row *r);
 
-/* A progress line on stderr, only when stderr is a terminal. */
-void bench_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The progress line (progress.h) of the row being measured: "bench 3/7: " and the text. */
+void bench_progress(const bench_env *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* A network as the timing sees it: its passes, and the input set they read, which each
  * timed run moves on by one. */
@@ -91,23 +96,6 @@ void bench_time_net(bench_env *e, const bench_net *n, double *infer_ms, double *
  * the H100's 50 MB L2 from the previous run (at least 2 when it fits there, else 1). */
 int bench_input_sets(size_t bytes);
 
-/* Uniform weight bound giving outputs the inputs' variance: the mean pairs per output row
- * times Ci times the weight variance is one. */
-double bench_weight_scale(const vc_plan *p, int64_t ci);
-
-/* A layer's parameters and their gradients (device memory). */
-typedef struct bench_params {
-  void *w, *b, *dw, *db;
-} bench_params;
-
-/* Random w (bound bench_weight_scale) and b (bound 0.1); poisoned dw and db. */
-void bench_params_alloc(const vc_dev *d, const vc_plan *p, const vc_conv_args *a, bench_params *out);
-void bench_params_free(const vc_dev *d, bench_params *prm);
-
-/* Runs one pass of a layer on the device's stream (asynchronous on CUDA). */
-void bench_pass(const vc_dev *d, const vc_plan *p, const vc_conv_args *a, vc_pass pass, const bench_params *prm,
-                const void *x, const void *dy, void *y_or_dx, workspace *ws);
-
 /* With --tune: vc_conv_tune for the three passes of this layer shape (before any timing). */
 void bench_tune(bench_env *e, const vc_plan *p, const vc_conv_args *a);
 
@@ -116,23 +104,21 @@ void bench_tune(bench_env *e, const vc_plan *p, const vc_conv_args *a);
 void bench_algos(const bench_env *e, const vc_plan *const *plans, const vc_conv_args *args, int n, char *out,
                  size_t len);
 
-/* The largest workspace the three passes of this layer shape need. */
-size_t bench_ws_need(const bench_env *e, const vc_plan *p, const vc_conv_args *a);
-
 /* Runs forward, backward-data and backward-weight (with db) of one layer from x, w, b
  * (device memory; b may be NULL) and a random dy, then compares sampled outputs with an
  * f64 host computation over the plan's kernel map: ~256 output rows of y, ~256 input rows
  * of dx, ~16 (output channel, offset) rows of dw, and all of db. Returns the largest
- * ||out - ref|| / ||ref|| of the three passes. ws must fit the passes (bench_ws_need). */
+ * ||out - ref|| / ||ref|| of the three passes. ws must fit the passes (conv_ws_most). */
 double bench_check_layer(bench_env *e, const vc_plan *p, const vc_conv_args *a, const void *x, const void *w,
                          const void *b, workspace *ws);
 
 /* The suites: each emits its rows. The *_dtypes functions say which dtypes they will run
- * (a BD_BIT mask), so the ceilings can be measured first. */
+ * (a BD_BIT mask), so the ceilings can be measured first, and add the rows they will emit
+ * to *rows. */
 bool bench_s_known_res(int res);
-int bench_s_dtypes(const bench_env *e);
+int bench_s_dtypes(const bench_env *e, int *rows);
 void bench_suite_s(bench_env *e);
-int bench_l_dtypes(const bench_env *e);
+int bench_l_dtypes(const bench_env *e, int *rows);
 void bench_suite_l(bench_env *e);
 
 #endif

@@ -42,23 +42,13 @@ static float *host_f32(const vc_dev *d, vc_dtype dt, const void *src, int64_t n)
   return f;
 }
 
-static void host_kernel_map(const vc_dev *d, const vc_plan *p, host_layer *h) {
-  const size_t bytes = (size_t)vc_plan_pair_count(p) * sizeof(int32_t);
-  int32_t *in = dev_alloc(d, bytes), *out = dev_alloc(d, bytes);
-  h->off = xmalloc((size_t)(h->kvol + 1) * sizeof *h->off);
-  check(d->ctx, vc_plan_kernel_map(p, h->off, in, out, d->stream));
-  dev_sync(d);
-  h->in_idx = dev_to_host(d, in, bytes), h->out_idx = dev_to_host(d, out, bytes);
-  dev_free(d, in), dev_free(d, out);
-}
-
 /* t's tensors (device) into h; the outputs must have been computed. */
 static void host_layer_fill(const vc_dev *d, const vc_plan *p, const vc_conv_args *a, const conv_tensors *t,
                             host_layer *h) {
   *h = (host_layer){.dt = a->dtype, .kvol = vc_plan_kernel_volume(p), .n_in = vc_plan_in_count(p),
                     .n_out = vc_plan_out_count(p), .ci = a->in_channels, .co = a->out_channels};
   const int64_t wn = h->co * h->kvol * h->ci;
-  host_kernel_map(d, p, h);
+  dev_kernel_map(d, p, &h->off, &h->in_idx, &h->out_idx);
   h->w = host_f32(d, h->dt, t->w, wn);
   h->b = t->b ? host_f32(d, h->dt, t->b, h->co) : NULL;
   h->x = host_tensor(d, h->dt, t->x, h->n_in * h->ci), h->dx = host_tensor(d, h->dt, t->dx, h->n_in * h->ci);
@@ -212,10 +202,10 @@ double bench_check_layer(bench_env *e, const vc_plan *p, const vc_conv_args *a, 
   conv_tensors t = {x, w, b, dev_random(d, dt, n_out * a->out_channels, 1.0),
                     dev_poisoned(d, dt, n_out * a->out_channels), dev_poisoned(d, dt, n_in * a->in_channels),
                     dev_poisoned(d, dt, wn), dev_poisoned(d, dt, a->out_channels)};
-  const bench_params prm = {(void *)w, (void *)b, t.dw, t.db};
-  bench_pass(d, p, a, VC_PASS_FORWARD, &prm, x, NULL, t.y, ws);
-  bench_pass(d, p, a, VC_PASS_BACKWARD_DATA, &prm, NULL, t.dy, t.dx, ws);
-  bench_pass(d, p, a, VC_PASS_BACKWARD_WEIGHT, &prm, x, t.dy, NULL, ws);
+  const dev_params prm = {(void *)w, (void *)b, t.dw, t.db};
+  dev_pass(d, p, a, VC_PASS_FORWARD, &prm, x, NULL, t.y, ws);
+  dev_pass(d, p, a, VC_PASS_BACKWARD_DATA, &prm, NULL, t.dy, t.dx, ws);
+  dev_pass(d, p, a, VC_PASS_BACKWARD_WEIGHT, &prm, x, t.dy, NULL, ws);
   dev_sync(d);
   host_layer h;
   host_layer_fill(d, p, a, &t, &h);

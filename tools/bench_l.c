@@ -10,6 +10,7 @@
  */
 #include "bench.h"
 #include "lidar.h"
+#include "progress.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -120,7 +121,7 @@ typedef struct l_run {
   vc_dev *dev;
   const l_geom *g;
   vc_conv_args args[N_NET];
-  bench_params prm[N_NET];
+  dev_params prm[N_NET];
   void *act[N_NET];  /* layer outputs (for an up layer: with the skip added); NULL for skips */
   void *grad[N_NET]; /* gradients of act; grad[N_NET - 1] is the random top gradient */
   bool written[N_NET];
@@ -148,7 +149,7 @@ static void l_tune(bench_env *e, l_run *r) {
 static void l_layer_alloc(l_run *r, int i, int64_t *largest) {
   const vc_dtype dt = r->args[i].dtype;
   const int64_t out = l_out_elems(r, i);
-  bench_params_alloc(r->dev, l_layer_plan(r, i), &r->args[i], &r->prm[i]);
+  dev_params_alloc(r->dev, l_layer_plan(r, i), &r->args[i], 1, &r->prm[i]);
   if (mink[i].add_to < 0) {
     r->act[i] = dev_poisoned(r->dev, dt, out);
     r->grad[i] = i == N_NET - 1 ? dev_random(r->dev, dt, out, 1.0) : dev_poisoned(r->dev, dt, out);
@@ -164,7 +165,7 @@ static void l_run_alloc(bench_env *e, l_run *r) {
   size_t ws = 0;
   for (int i = 0; i < N_NET; i++) {
     l_layer_alloc(r, i, &largest);
-    const size_t need = bench_ws_need(e, l_layer_plan(r, i), &r->args[i]);
+    const size_t need = conv_ws_most(e->dev.ctx, l_layer_plan(r, i), &r->args[i]);
     ws = need > ws ? need : ws;
   }
   r->sets = bench_input_sets((size_t)in * vc_dtype_size(dt));
@@ -175,7 +176,7 @@ static void l_run_alloc(bench_env *e, l_run *r) {
 
 static void l_run_free(l_run *r) {
   for (int i = 0; i < N_NET; i++) {
-    bench_params_free(r->dev, &r->prm[i]);
+    dev_params_free(r->dev, &r->prm[i]);
     dev_free(r->dev, r->act[i]), dev_free(r->dev, r->grad[i]);
   }
   for (int s = 0; s < r->sets; s++) dev_free(r->dev, r->xs[s]);
@@ -183,7 +184,7 @@ static void l_run_free(l_run *r) {
 }
 
 static void l_pass(l_run *r, int i, vc_pass pass, const void *dy, void *out) {
-  bench_pass(r->dev, l_layer_plan(r, i), &r->args[i], pass, &r->prm[i], l_input(r, i), dy, out, &r->ws);
+  dev_pass(r->dev, l_layer_plan(r, i), &r->args[i], pass, &r->prm[i], l_input(r, i), dy, out, &r->ws);
 }
 
 static void l_forward(void *arg) {
@@ -228,7 +229,7 @@ static double l_check(bench_env *e, l_run *r) {
   const int layers[2] = {CHECK_A, CHECK_B};
   for (int k = 0; k < 2; k++) {
     const int i = layers[k];
-    bench_progress("L: checking %s", mink[i].name);
+    bench_progress(e, "L: checking %s", mink[i].name);
     err = worse(err, bench_check_layer(e, l_layer_plan(r, i), &r->args[i], l_input(r, i), r->prm[i].w, r->prm[i].b,
                                        &r->ws));
   }
@@ -238,7 +239,7 @@ static double l_check(bench_env *e, l_run *r) {
 static void l_run_dtype(bench_env *e, const l_geom *g, double map_ms, bench_dtype t) {
   l_run r = {.dev = &e->dev, .g = g};
   for (int i = 0; i < N_NET; i++) r.args[i] = bench_args(mink[i].ci, mink[i].co, t);
-  bench_progress("L %s: tuning, allocating, timing", bench_dtype_names[t]);
+  bench_progress(e, "L %s: tuning, allocating, timing", bench_dtype_names[t]);
   l_tune(e, &r);
   l_run_alloc(e, &r);
   bench_row row = {.suite = "L", .dt = t, .voxels = g->n[0], .map_ms = map_ms, .err = -1, .plan_bytes = g->plan_bytes,
@@ -257,9 +258,15 @@ static void l_run_dtype(bench_env *e, const l_geom *g, double map_ms, bench_dtyp
   l_run_free(&r);
 }
 
-int bench_l_dtypes(const bench_env *e) { return e->dtypes ? e->dtypes : BD_BIT(BD_F16) | BD_BIT(BD_F32); }
+static int l_dtypes(const bench_env *e) { return e->dtypes ? e->dtypes : BD_BIT(BD_F16) | BD_BIT(BD_F32); }
+
+int bench_l_dtypes(const bench_env *e, int *rows) {
+  *rows += __builtin_popcount((unsigned)l_dtypes(e));
+  return l_dtypes(e);
+}
 
 static void l_note(const bench_env *e, const l_geom *g) {
+  vc_progress_clear();
   printf("# suite L: %d scans at scale %g, seed %llu; voxels per level", e->batch, e->scale,
          (unsigned long long)e->seed);
   for (int l = 0; l < LEVELS; l++) printf(" %lld", (long long)g->n[l]);
@@ -269,10 +276,10 @@ static void l_note(const bench_env *e, const l_geom *g) {
 void bench_suite_l(bench_env *e) {
   static const bench_dtype order[BD_COUNT] = {BD_F16, BD_F32, BD_BF16, BD_TF32};
   l_geom g;
-  bench_progress("L: %d scans at scale %g", e->batch, e->scale);
+  bench_progress(e, "L: %d scans at scale %g, building the maps", e->batch, e->scale);
   l_geom_init(e, &g);
   const double map_ms = median_ms(l_maps_timed, &g, 1, L_MAP_BUILDS);
-  const int mask = bench_l_dtypes(e);
+  const int mask = l_dtypes(e);
   for (int k = 0; k < BD_COUNT; k++)
     if (mask & BD_BIT(order[k])) l_run_dtype(e, &g, map_ms, order[k]);
   l_note(e, &g);

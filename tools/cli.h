@@ -6,6 +6,7 @@
  *  - a number:  an integer in [lo, hi];
  *  - a text:    text set (value NULL); *text points at the argument (lists, file names,
  *               decimals), which the command parses itself.
+ * Arguments that are not options (file names) go to the command's cli_args.
  */
 #ifndef VC_TOOLS_CLI_H
 #define VC_TOOLS_CLI_H
@@ -20,6 +21,12 @@ typedef struct cli_option {
   const char **text;          /* a text option: holds the default, receives the argument */
 } cli_option;
 
+/* The arguments that are not options, in order. */
+typedef struct cli_args {
+  const char **v;
+  int n;
+} cli_args;
+
 typedef struct cli_command {
   const char *name;
   const char *summary; /* one line for `voxconv --help` */
@@ -27,6 +34,9 @@ typedef struct cli_command {
   cli_option *opts;    /* their values are the command's parameters */
   int n_opts;
   int (*run)(void);
+  const char *positional; /* e.g. "FILE...": the command takes arguments that are not options;
+                             NULL: it takes none, and one is a usage error */
+  cli_args *args;         /* receives them (with positional); `--` ends the options */
 } cli_command;
 
 #endif

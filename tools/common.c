@@ -35,6 +35,11 @@ void *xcalloc(size_t count, size_t size) {
   return p ? p : out_of_memory(count * size);
 }
 
+void *xrealloc(void *p, size_t bytes) {
+  void *q = realloc(p, bytes ? bytes : 1);
+  return q ? q : out_of_memory(bytes);
+}
+
 double now_ms(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -199,12 +204,36 @@ vc_status conv_execute(const conv_call *c) {
   }
 }
 
+void conv_in_counts(const conv_call *c, int64_t n[3]) {
+  const int64_t ci = c->args.in_channels, co = c->args.out_channels;
+  const int64_t x = vc_plan_in_count(c->plan) * ci, y = vc_plan_out_count(c->plan) * co;
+  const int64_t w = co * vc_plan_kernel_volume(c->plan) * ci;
+  const int64_t counts[3][3] = {{x, w, c->in[2] ? co : 0}, {y, w, 0}, {x, y, 0}};
+  memcpy(n, counts[c->pass], sizeof counts[0]);
+}
+
 void conv_out_counts(const conv_call *c, int64_t n[2]) {
   const int64_t ci = c->args.in_channels, co = c->args.out_channels;
   n[1] = 0;
   if (c->pass == VC_PASS_FORWARD) n[0] = vc_plan_out_count(c->plan) * co;
   else if (c->pass == VC_PASS_BACKWARD_DATA) n[0] = vc_plan_in_count(c->plan) * ci;
   else n[0] = co * vc_plan_kernel_volume(c->plan) * ci, n[1] = c->out[1] ? co : 0;
+}
+
+size_t conv_ws_most(const vc_context *ctx, const vc_plan *p, const vc_conv_args *a) {
+  size_t most = 0;
+  for (int pass = 0; pass < 3; pass++) {
+    size_t need = 0;
+    check(ctx, vc_conv_workspace_size(p, a, (vc_pass)pass, &need));
+    most = need > most ? need : most;
+  }
+  return most;
+}
+
+double weight_bound(const vc_plan *p, int64_t ci, double gain) {
+  const int64_t out = vc_plan_out_count(p);
+  const double per_row = (double)vc_plan_pair_count(p) / (double)(out > 0 ? out : 1);
+  return sqrt(3.0 * gain / ((per_row > 0 ? per_row : 1) * (double)ci));
 }
 
 /* ---- plain SGEMM ------------------------------------------------------------------------- */

@@ -27,6 +27,7 @@ void check(const vc_context *ctx, vc_status s);
 /* A command-line tool has no better answer to a failed allocation than stopping. */
 void *xmalloc(size_t bytes);
 void *xcalloc(size_t count, size_t size);
+void *xrealloc(void *p, size_t bytes);
 
 double now_ms(void); /* monotonic clock */
 
@@ -129,8 +130,17 @@ void ws_reserve(const conv_call *c);
 
 vc_status conv_execute(const conv_call *c);
 
-/* Element counts of the call's outputs (0 for an absent one). */
+/* Element counts of the call's inputs and outputs (0 for an absent one). */
+void conv_in_counts(const conv_call *c, int64_t n[3]);
 void conv_out_counts(const conv_call *c, int64_t n[2]);
+
+/* The largest workspace the three passes of this layer shape need. */
+size_t conv_ws_most(const vc_context *ctx, const vc_plan *p, const vc_conv_args *a);
+
+/* Uniform weight bound that keeps the outputs' variance at the inputs': the mean pairs per
+ * output row times Ci times the weight variance is `gain` (1 for a linear layer, 2 ahead of
+ * a ReLU, which halves the variance). */
+double weight_bound(const vc_plan *p, int64_t ci, double gain);
 
 /* ---- plain SGEMM (the CPU ceilings) ------------------------------------------------------ */
 

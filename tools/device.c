@@ -113,7 +113,10 @@ void dev_open(vc_dev *d, int choice) {
     cu_open(d);
     return;
   }
-  if (choice == DEVICE_CUDA) check(NULL, s);
+  if (choice == DEVICE_CUDA) {
+    fprintf(stderr, "voxconv: --device cuda: %s\n", vc_last_error(NULL));
+    exit(1);
+  }
   char why[600];
   snprintf(why, sizeof why, "no CUDA context: %s", vc_last_error(NULL));
   cpu_open(d, why);
@@ -248,6 +251,18 @@ void dev_add(const vc_dev *d, vc_dtype dt, int64_t n, const void *x, void *y) {
   elementwise_into(dt, n, y, y, x, op_add);
 }
 
+void dev_map(const vc_dev *d, vc_dtype dt, int64_t n, void *out, const void *a, const void *b, elementwise_op op) {
+  if (!d->cuda) {
+    elementwise_into(dt, n, out, a, b, op);
+    return;
+  }
+  const size_t bytes = (size_t)n * vc_dtype_size(dt);
+  void *ha = dev_to_host(d, a, bytes), *hb = b ? dev_to_host(d, b, bytes) : NULL;
+  elementwise_into(dt, n, ha, ha, hb, op);
+  dev_upload(d, out, ha, bytes);
+  free(ha), free(hb);
+}
+
 /* ---- timers and the dense ceiling -------------------------------------------------------- */
 
 void dev_timer_start(vc_dev *d) {
@@ -305,7 +320,8 @@ double dev_timed_build(vc_dev *d, void (*build)(void *arg), void *arg, int64_t *
 
 static void plan_build_once(void *arg) {
   plan_build *b = arg;
-  check(b->dev->ctx, vc_plan_create(b->dev->ctx, &b->desc, b->coords, b->n, NULL, b->dev->stream, &b->plan));
+  check(b->dev->ctx,
+        vc_plan_create(b->dev->ctx, &b->desc, b->coords, b->n, b->paired, b->dev->stream, &b->plan));
 }
 
 double plan_timed(void *arg) {
@@ -313,4 +329,69 @@ double plan_timed(void *arg) {
   vc_plan_destroy(b->plan);
   b->plan = NULL;
   return dev_timed_build(b->dev, plan_build_once, b, &b->mem_bytes);
+}
+
+/* ---- one layer --------------------------------------------------------------------------- */
+
+void dev_params_alloc(const vc_dev *d, const vc_plan *p, const vc_conv_args *a, double gain, dev_params *out) {
+  const int64_t wn = a->out_channels * vc_plan_kernel_volume(p) * a->in_channels;
+  out->w = dev_random(d, a->dtype, wn, weight_bound(p, a->in_channels, gain));
+  out->b = dev_random(d, a->dtype, a->out_channels, 0.1);
+  out->dw = dev_poisoned(d, a->dtype, wn);
+  out->db = dev_poisoned(d, a->dtype, a->out_channels);
+}
+
+void dev_params_free(const vc_dev *d, dev_params *prm) {
+  dev_free(d, prm->w), dev_free(d, prm->b), dev_free(d, prm->dw), dev_free(d, prm->db);
+  memset(prm, 0, sizeof *prm);
+}
+
+void dev_pass(const vc_dev *d, const vc_plan *p, const vc_conv_args *a, vc_pass pass, const dev_params *prm,
+              const void *x, const void *dy, void *y_or_dx, workspace *ws) {
+  const conv_tensors t = {x, prm->w, prm->b, dy, y_or_dx, y_or_dx, prm->dw, prm->db};
+  const conv_call c = conv_call_for(d->ctx, p, a, pass, &t, ws, d->stream);
+  check(d->ctx, conv_execute(&c));
+}
+
+void dev_kernel_map(const vc_dev *d, const vc_plan *p, int64_t **off, int32_t **in, int32_t **out) {
+  const size_t bytes = (size_t)vc_plan_pair_count(p) * sizeof(int32_t);
+  int32_t *din = dev_alloc(d, bytes), *dout = dev_alloc(d, bytes);
+  *off = xmalloc((size_t)(vc_plan_kernel_volume(p) + 1) * sizeof **off);
+  check(d->ctx, vc_plan_kernel_map(p, *off, din, dout, d->stream));
+  dev_sync(d);
+  *in = dev_to_host(d, din, bytes), *out = dev_to_host(d, dout, bytes);
+  dev_free(d, din), dev_free(d, dout);
+}
+
+/* A host copy of a device tensor (the tensor itself on a CPU device); NULL stays NULL. */
+static void *host_view(const vc_dev *d, const void *t, int64_t n, vc_dtype dt) {
+  if (!t || !d->cuda) return (void *)t;
+  return dev_to_host(d, t, (size_t)n * vc_dtype_size(dt));
+}
+
+static void host_view_free(const vc_dev *d, void *h) {
+  if (d->cuda) free(h);
+}
+
+double dev_reference_error(const vc_dev *d, const conv_call *c, vc_context *ref_ctx, const vc_plan *ref_plan,
+                           workspace *ref_ws) {
+  const vc_dtype dt = c->args.dtype;
+  conv_call r = *c;
+  r.ctx = ref_ctx, r.plan = ref_plan, r.ws = ref_ws, r.stream = NULL;
+  r.args.algo = VC_ALGO_REFERENCE;
+  int64_t n_in[3], n_out[2];
+  conv_in_counts(c, n_in);
+  conv_out_counts(c, n_out);
+  void *in[3], *out[2];
+  for (int k = 0; k < 3; k++) r.in[k] = in[k] = host_view(d, c->in[k], n_in[k], dt);
+  for (int k = 0; k < 2; k++) r.out[k] = n_out[k] ? tensor_poisoned(dt, n_out[k]) : NULL;
+  for (int k = 0; k < 2; k++) out[k] = host_view(d, c->out[k], n_out[k], dt);
+  ws_reserve(&r);
+  check(ref_ctx, conv_execute(&r));
+  double err = 0;
+  for (int k = 0; k < 2; k++)
+    if (n_out[k]) err = worse(err, rel_err(dt, out[k], r.out[k], n_out[k]));
+  for (int k = 0; k < 3; k++) host_view_free(d, in[k]);
+  for (int k = 0; k < 2; k++) host_view_free(d, out[k]), free(r.out[k]);
+  return err;
 }

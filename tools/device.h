@@ -10,6 +10,7 @@
 #ifndef VC_TOOLS_DEVICE_H
 #define VC_TOOLS_DEVICE_H
 
+#include "common.h"
 #include "voxconv.h"
 
 #include <stdbool.h>
@@ -30,7 +31,7 @@ typedef struct vc_dev {
 } vc_dev;
 
 /* Opens `choice`: auto takes CUDA when a context can be created, else the CPU (and says
- * why in d->name); cuda stops with the library's sentence when it cannot. */
+ * why in d->name); cuda stops with "voxconv: --device cuda: " and the reason when it cannot. */
 void dev_open(vc_dev *d, int choice);
 void dev_close(vc_dev *d); /* frees what dev_open made; the device's buffers must be freed */
 
@@ -48,6 +49,11 @@ void *dev_random(const vc_dev *d, vc_dtype dt, int64_t n, double scale);
 void *dev_poisoned(const vc_dev *d, vc_dtype dt, int64_t n);
 /* y[n] += x[n], in f32 arithmetic (cublasAxpyEx on CUDA). */
 void dev_add(const vc_dev *d, vc_dtype dt, int64_t n, const void *x, void *y);
+
+/* out[n] = op(a, b) elementwise in f32 arithmetic (b may be NULL; out may be a or b). On
+ * CUDA the operands go through host memory: for the tools' few activation functions,
+ * outside every timing. */
+void dev_map(const vc_dev *d, vc_dtype dt, int64_t n, void *out, const void *a, const void *b, elementwise_op op);
 
 /* Times the work queued between start and stop, in ms; stop synchronises. */
 void dev_timer_start(vc_dev *d);
@@ -77,8 +83,36 @@ typedef struct plan_build {
   int64_t n;
   vc_plan *plan; /* the last one built */
   int64_t mem_bytes;
+  const vc_plan *paired; /* an inverse plan's strided plan (coords may then be NULL), else NULL */
 } plan_build;
 
 double plan_timed(void *arg);
+
+/* Host copies of p's kernel map (vc_plan_kernel_map): *off [K + 1], the input rows *in and
+ * the output rows *out of every pair; malloc'd, the caller frees them. */
+void dev_kernel_map(const vc_dev *d, const vc_plan *p, int64_t **off, int32_t **in, int32_t **out);
+
+/* Re-runs c, a call on device d, with VC_ALGO_REFERENCE on ref_ctx and ref_plan (a CPU
+ * context and its plan of the same geometry) from host copies of c's inputs, and returns
+ * the largest ||out - ref|| / ||ref|| of c's outputs (infinite for a non-finite output).
+ * ref_ws is host memory, grown as needed. */
+double dev_reference_error(const vc_dev *d, const conv_call *c, vc_context *ref_ctx, const vc_plan *ref_plan,
+                           workspace *ref_ws);
+
+/* ---- one layer --------------------------------------------------------------------------- */
+
+/* A layer's parameters and their gradients (device memory). */
+typedef struct dev_params {
+  void *w, *b, *dw, *db;
+} dev_params;
+
+/* Random w (bound weight_bound(p, Ci, gain)) and b (bound 0.1); poisoned dw and db. */
+void dev_params_alloc(const vc_dev *d, const vc_plan *p, const vc_conv_args *a, double gain, dev_params *out);
+void dev_params_free(const vc_dev *d, dev_params *prm); /* NULL members are fine */
+
+/* Runs one pass of a layer on the device's stream (asynchronous on CUDA): forward x -> y,
+ * backward-data dy -> dx (both in y_or_dx), backward-weight (x, dy) -> prm's dw and db. */
+void dev_pass(const vc_dev *d, const vc_plan *p, const vc_conv_args *a, vc_pass pass, const dev_params *prm,
+              const void *x, const void *dy, void *y_or_dx, workspace *ws);
 
 #endif

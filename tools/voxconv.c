@@ -1,7 +1,9 @@
 /* voxconv.c — the `voxconv` command line.
  *
- *   voxconv demo       a small sparse U-Net, forward and backward; every pass is checked
- *                      against VC_ALGO_REFERENCE on a CPU context
+ *   voxconv demo       a small sparse U-Net (net.h), forward and backward; every pass is
+ *                      checked against VC_ALGO_REFERENCE on a CPU context
+ *   voxconv run        a network (net.h) on the user's PLY files, voxelised and batched
+ *                      (run.c): neighbour statistics, per-layer times and useful rates
  *   voxconv bench      the suites of BENCHMARKS.md (bench*.c): dense peak, map build,
  *                      inference and training rates, sampled f64 checks
  *   voxconv bench-cpu  one suite-S submanifold layer on the explicit CPU path, measured
@@ -11,12 +13,15 @@
  * Exit status: 0 success, 1 a failed check or a library error, 2 a usage error.
  * Library errors stop the tool at once (`check`): it is a one-shot program, and the
  * library's sentence already says what went wrong. Helpers shared by the commands live in
- * common.h (host side) and device.h (device buffers, timers, the dense ceiling).
+ * common.h (host side), device.h (device buffers, timers, the dense ceiling, one layer) and
+ * net.h (the networks demo and run execute).
  */
 #include "bench.h"
 #include "cli.h"
 #include "common.h"
 #include "device.h"
+#include "net.h"
+#include "run.h"
 #include "shapes.h"
 #include "voxconv.h"
 
@@ -29,12 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Demo-only elementwise ops (op_add is shared, in common.c). */
-static float op_copy(float a, float b) { return (void)b, a; }
-static float op_relu(float a, float b) { return (void)b, a > 0 ? a : 0; }
-static float op_relu_grad(float g, float z) { return z > 0 ? g : 0; } /* g where the ReLU passed z */
-
-/* ---- one execute call, timed, and its check against the reference ------------------------ */
+/* ---- one execute call, timed ------------------------------------------------------------- */
 
 /* A timed_body: one execute call. */
 static double conv_timed(void *arg) {
@@ -45,40 +45,13 @@ static double conv_timed(void *arg) {
   return now_ms() - t0;
 }
 
-static void conv_poison_outputs(const conv_call *c) {
-  int64_t n[2];
-  conv_out_counts(c, n);
-  for (int k = 0; k < 2; k++)
-    if (n[k]) poison(c->args.dtype, c->out[k], n[k]);
-}
-
-/* Re-runs `c` with VC_ALGO_REFERENCE on ref_ctx/ref_plan from the same inputs and returns the
- * largest relative error of c's outputs. With a device backend the inputs and c's outputs
- * would be copied to the host here; today every tensor is host memory. */
-static double reference_error(const conv_call *c, vc_context *ref_ctx, const vc_plan *ref_plan,
-                              workspace *ref_ws) {
-  conv_call r = *c;
-  r.ctx = ref_ctx, r.plan = ref_plan, r.ws = ref_ws;
-  r.args.algo = VC_ALGO_REFERENCE;
-  int64_t n[2];
-  conv_out_counts(c, n);
-  for (int k = 0; k < 2; k++) r.out[k] = n[k] ? tensor_poisoned(c->args.dtype, n[k]) : NULL;
-  ws_reserve(&r);
-  check(ref_ctx, conv_execute(&r));
-  double err = 0;
-  for (int k = 0; k < 2; k++) {
-    if (n[k]) err = worse(err, rel_err(c->args.dtype, c->out[k], r.out[k], n[k]));
-    free(r.out[k]);
-  }
-  return err;
-}
-
 /* ---- command-line options ---------------------------------------------------------------- */
 
 enum { PARSE_OK, PARSE_HELP, PARSE_ERROR };
 
 static void print_command_help(const cli_command *cmd) {
-  printf("usage: voxconv %s%s\n\n%s\n", cmd->name, cmd->n_opts ? " [options]" : "", cmd->about);
+  printf("usage: voxconv %s%s%s%s\n\n%s\n", cmd->name, cmd->n_opts ? " [options]" : "", cmd->positional ? " " : "",
+         cmd->positional ? cmd->positional : "", cmd->about);
   printf("\noptions:\n");
   for (int i = 0; i < cmd->n_opts; i++) {
     const cli_option *o = &cmd->opts[i];
@@ -119,10 +92,21 @@ static const cli_option *find_option(const cli_command *cmd, const char *arg) {
   return NULL;
 }
 
-/* argv[0] is the command name. Accepts `--name value` and `--name=value`. */
+/* argv[0] is the command name. Accepts `--name value` and `--name=value`; other arguments
+ * (and all after `--`) are positional when the command takes them. */
 static int parse_options(const cli_command *cmd, int argc, char **argv) {
+  if (cmd->args) cmd->args->v = xcalloc((size_t)argc, sizeof *cmd->args->v), cmd->args->n = 0;
+  bool options = true;
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i], *eq = strchr(arg, '=');
+    if (options && !strcmp(arg, "--")) {
+      options = false;
+      continue;
+    }
+    if (cmd->positional && (!options || arg[0] != '-' || !arg[1])) {
+      cmd->args->v[cmd->args->n++] = arg;
+      continue;
+    }
     if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) return print_command_help(cmd), PARSE_HELP;
     const cli_option *o = find_option(cmd, arg);
     if (!o) {
@@ -148,329 +132,46 @@ static int parse_options(const cli_command *cmd, int argc, char **argv) {
   return PARSE_OK;
 }
 
-/* ---- the demo: a sparse U-Net ------------------------------------------------------------ */
+/* ---- the demo: a sparse U-Net (net.h) ----------------------------------------------------- */
 
-enum { N_LAYERS = 8, DEMO_IN_CHANNELS = 4 };
-
-typedef struct layer_spec {
-  const char *name;
-  vc_conv_kind kind;
-  int32_t kernel, stride;
-  int64_t ci, co;
-  int paired; /* inverse: the sparse layer whose plan it inverts; else -1 */
-  int share;  /* an earlier layer with the same sites and geometry whose plans it reuses; else -1 */
-  int skip;   /* the layer whose activation is added after this layer's ReLU; else -1 */
-  bool relu;
-} layer_spec;
-
-/* Layer i reads layer i-1's activation (the input features for i = 0). */
-static const layer_spec unet[N_LAYERS] = {
-    /* name    kind                 k  s  ci  co  paired share skip relu */
-    {"stem",  VC_CONV_SUBMANIFOLD, 3, 1,  4, 16, -1,    -1,   -1,  true},
-    {"down1", VC_CONV_SPARSE,      2, 2, 16, 32, -1,    -1,   -1,  true},
-    {"sub1",  VC_CONV_SUBMANIFOLD, 3, 1, 32, 32, -1,    -1,   -1,  true},
-    {"down2", VC_CONV_SPARSE,      2, 2, 32, 64, -1,    -1,   -1,  true},
-    {"sub2",  VC_CONV_SUBMANIFOLD, 3, 1, 64, 64, -1,    -1,   -1,  true},
-    {"up2",   VC_CONV_INVERSE,     2, 2, 64, 32,  3,    -1,    2,  true},
-    {"up1",   VC_CONV_INVERSE,     2, 2, 32, 16,  1,    -1,    0,  true},
-    {"head",  VC_CONV_SUBMANIFOLD, 3, 1, 16,  8, -1,     0,   -1,  false},
-};
-
-typedef struct layer {
-  vc_plan *plan[2]; /* [0] on the run context, [1] on the reference CPU context */
-  int64_t n_in, n_out, pairs;
-  void *w, *b;     /* weight [co, K, ci], bias [co] */
-  void *z, *a;     /* conv output [n_out, co]; activation: relu(z) (+ skip) */
-  void *ga;        /* d loss / d a */
-  void *dw, *db;
-  double map_ms;   /* < 0: plans shared with an earlier layer */
-  double fwd_ms, bwd_ms, err;
-  const char *worst; /* the pass with the largest error */
-} layer;
-
-typedef struct demo {
-  vc_dtype dt;
-  vc_context *ctx, *ref_ctx;
-  int32_t *coords;
-  int64_t n, n_batch0;
-  void *x, *g, *dx; /* input features [n, 4], d loss / d y, d loss / d x */
-  layer L[N_LAYERS];
-  workspace ws, ref_ws;
-  double ref_ms;
-} demo;
-
-
-/* The run context. The demo keeps every tensor in host memory, so even a working CUDA
- * context is given back until this tool has a host-device copy path. */
-static vc_context *demo_context(long long device) {
-  char why[600] = "--device cpu";
-  if (device != DEVICE_CPU) {
-    vc_context *cuda = NULL;
-    vc_status s = vc_context_create(VC_DEVICE_CUDA, 0, &cuda);
-    if (s == VC_OK) {
-      vc_context_destroy(cuda);
-      snprintf(why, sizeof why, "a CUDA context opens, but this tool has no host-device copy path yet");
-      if (device == DEVICE_CUDA) fprintf(stderr, "voxconv: --device cuda: %s\n", why), exit(1);
-    } else {
-      if (device == DEVICE_CUDA) check(NULL, s);
-      snprintf(why, sizeof why, "no CUDA: %s", vc_last_error(NULL));
-    }
-  }
-  vc_context *ctx = NULL;
-  check(NULL, vc_context_create(VC_DEVICE_CPU, 0, &ctx));
-  printf("backend: cpu (%s)\n", why);
-  return ctx;
-}
-
-static void *layer_input(const demo *d, int i) { return i ? d->L[i - 1].a : d->x; }
-
-/* Builds layer i's plans over `sites` on both contexts, or takes the shared layer's. */
-static void layer_plans(demo *d, int i, const int32_t *sites, int64_t n) {
-  const layer_spec *s = &unet[i];
-  layer *L = &d->L[i];
-  if (s->share >= 0) {
-    memcpy(L->plan, d->L[s->share].plan, sizeof L->plan);
-    L->map_ms = -1;
-    return;
-  }
-  vc_conv_desc desc;
-  vc_conv_desc_init(&desc, s->kind, s->kernel, s->stride, -1, 1);
-  vc_context *ctxs[2] = {d->ctx, d->ref_ctx};
-  for (int k = 0; k < 2; k++) {
-    const vc_plan *paired = s->paired >= 0 ? d->L[s->paired].plan[k] : NULL;
-    double t0 = now_ms();
-    check(ctxs[k], vc_plan_create(ctxs[k], &desc, sites, n, paired, NULL, &L->plan[k]));
-    if (k == 0) L->map_ms = now_ms() - t0;
-  }
-}
-
-/* Both contexts must see the same kernel map sizes, and the chain must connect. */
-static void layer_check_plans(const layer *L, const char *name, int64_t n_in) {
-  const vc_plan *p = L->plan[0], *q = L->plan[1];
-  if (vc_plan_in_count(p) == n_in && vc_plan_in_count(q) == n_in && vc_plan_out_count(p) == vc_plan_out_count(q) &&
-      vc_plan_pair_count(p) == vc_plan_pair_count(q))
-    return;
-  fprintf(stderr,
-          "voxconv: layer %s: plans disagree: in %lld/%lld (expected %lld), out %lld/%lld, pairs %lld/%lld "
-          "(run/reference context)\n",
-          name, (long long)vc_plan_in_count(p), (long long)vc_plan_in_count(q), (long long)n_in,
-          (long long)vc_plan_out_count(p), (long long)vc_plan_out_count(q), (long long)vc_plan_pair_count(p),
-          (long long)vc_plan_pair_count(q));
-  exit(1);
-}
-
-static void demo_plans(demo *d) {
-  const int32_t *sites = d->coords;
-  int32_t *owned = NULL;
-  int64_t n = d->n;
-  for (int i = 0; i < N_LAYERS; i++) {
-    layer *L = &d->L[i];
-    layer_plans(d, i, sites, n);
-    layer_check_plans(L, unet[i].name, n);
-    L->n_in = n;
-    L->n_out = vc_plan_out_count(L->plan[0]);
-    L->pairs = vc_plan_pair_count(L->plan[0]);
-    /* The next layer reads this one's output sites; the reference plan's copy is host
-     * memory whatever the run backend. */
-    int32_t *next = xmalloc((size_t)L->n_out * 4 * sizeof *next);
-    check(d->ref_ctx, vc_plan_out_coords(L->plan[1], next, NULL));
-    free(owned);
-    sites = owned = next;
-    n = L->n_out;
-  }
-  free(owned);
-}
-
-/* He-uniform weights over the full kernel fan-in keep activations of order one through
- * the stack, so f16 neither overflows nor flushes to zero. */
-static void demo_weights(demo *d) {
-  for (int i = 0; i < N_LAYERS; i++) {
-    const layer_spec *s = &unet[i];
-    const int64_t K = vc_plan_kernel_volume(d->L[i].plan[0]);
-    d->L[i].w = tensor_random(d->dt, s->co * K * s->ci, sqrt(6.0 / (double)(K * s->ci)));
-    d->L[i].b = tensor_random(d->dt, s->co, 0.1);
-  }
-}
-
-/* One pass of layer i: VC_ALGO_AUTO on the run context, timed, then checked. */
-static void demo_pass(demo *d, int i, vc_pass pass, const void *in0, const void *in1, const void *in2, void *out0,
-                      void *out1) {
-  layer *L = &d->L[i];
-  conv_call c = {d->ctx, L->plan[0], {0}, pass, {in0, in1, in2}, {out0, out1}, &d->ws, NULL};
-  vc_conv_args_init(&c.args, unet[i].ci, unet[i].co, d->dt);
-  conv_poison_outputs(&c);
-  double ms = conv_timed(&c);
-  *(pass == VC_PASS_FORWARD ? &L->fwd_ms : &L->bwd_ms) += ms;
-  double t0 = now_ms();
-  double err = reference_error(&c, d->ref_ctx, L->plan[1], &d->ref_ws);
-  d->ref_ms += now_ms() - t0;
-  if (!L->worst || is_worse(err, L->err)) L->err = err, L->worst = pass_names[pass];
-}
-
-static void demo_forward(demo *d) {
-  for (int i = 0; i < N_LAYERS; i++) {
-    const layer_spec *s = &unet[i];
-    layer *L = &d->L[i];
-    const int64_t n = L->n_out * s->co;
-    L->z = tensor_new(d->dt, n);
-    demo_pass(d, i, VC_PASS_FORWARD, layer_input(d, i), L->w, L->b, L->z, NULL);
-    L->a = elementwise(d->dt, n, L->z, NULL, s->relu ? op_relu : op_copy);
-    if (s->skip >= 0) add_into(d->dt, n, &L->a, d->L[s->skip].a);
-  }
-}
-
-/* d loss / d (activation of layer j) = layer j+1's dgrad plus every skip reader's gradient. */
-static void collect_skip_grads(demo *d, int j) {
-  for (int k = j + 1; k < N_LAYERS; k++)
-    if (unet[k].skip == j) add_into(d->dt, d->L[j].n_out * unet[j].co, &d->L[j].ga, d->L[k].ga);
-}
-
-static void demo_backward(demo *d) {
-  layer *top = &d->L[N_LAYERS - 1];
-  top->ga = elementwise(d->dt, top->n_out * unet[N_LAYERS - 1].co, d->g, NULL, op_copy);
-  for (int i = N_LAYERS - 1; i >= 0; i--) {
-    const layer_spec *s = &unet[i];
-    layer *L = &d->L[i];
-    void *dz = elementwise(d->dt, L->n_out * s->co, L->ga, L->z, s->relu ? op_relu_grad : op_copy);
-    void *dx = tensor_new(d->dt, L->n_in * s->ci);
-    demo_pass(d, i, VC_PASS_BACKWARD_DATA, dz, L->w, NULL, dx, NULL);
-    L->dw = tensor_new(d->dt, s->co * vc_plan_kernel_volume(L->plan[0]) * s->ci);
-    L->db = tensor_new(d->dt, s->co);
-    demo_pass(d, i, VC_PASS_BACKWARD_WEIGHT, layer_input(d, i), dz, NULL, L->dw, L->db);
-    free(dz);
-    if (i == 0) {
-      d->dx = dx;
-    } else {
-      d->L[i - 1].ga = dx;
-      collect_skip_grads(d, i - 1);
-    }
-  }
-}
-
-/* ---- the demo's table -------------------------------------------------------------------- */
-
-typedef struct table_row {
-  const char *name, *kind;
-  int64_t n_in, n_out, pairs; /* < 0 prints "-" */
-  double map_ms;              /* < 0 prints "shared" */
-  double fwd_ms, bwd_ms, flops, err;
-} table_row;
-
-static void print_header(void) {
-  printf("%-6s %-11s %8s %8s %9s %8s %8s %8s %8s %12s\n", "layer", "kind", "vox_in", "vox_out", "pairs", "map_ms",
-         "fwd_ms", "bwd_ms", "GFLOP/s", "max_rel_err");
-}
-
-static void print_count(int64_t v, int width) {
-  if (v < 0) printf(" %*s", width, "-");
-  else printf(" %*lld", width, (long long)v);
-}
-
-static void print_row(const table_row *r) {
-  printf("%-6s %-11s", r->name, r->kind);
-  print_count(r->n_in, 8);
-  print_count(r->n_out, 8);
-  print_count(r->pairs, 9);
-  if (r->map_ms < 0) printf(" %8s", "shared");
-  else printf(" %8.3f", r->map_ms);
-  const double ms = r->fwd_ms + r->bwd_ms;
-  printf(" %8.3f %8.3f %8.2f %12.3e\n", r->fwd_ms, r->bwd_ms, ms > 0 ? r->flops / ms * 1e-6 : 0.0, r->err);
-}
-
-static const char *kind_name(vc_conv_kind k) {
-  static const char *const names[] = {"submanifold", "sparse", "inverse", "transposed"};
-  return names[k];
-}
-
-/* Prints the table; returns the totals row. */
-static table_row demo_table(const demo *d) {
-  table_row t = {"total", "", -1, -1, 0, 0, 0, 0, 0, 0};
-  print_header();
-  for (int i = 0; i < N_LAYERS; i++) {
-    const layer *L = &d->L[i];
-    const double flops = 3.0 * 2.0 * (double)L->pairs * (double)unet[i].ci * (double)unet[i].co; /* 3 passes */
-    table_row r = {unet[i].name, kind_name(unet[i].kind), L->n_in, L->n_out, L->pairs, L->map_ms, L->fwd_ms,
-                   L->bwd_ms, flops, L->err};
-    print_row(&r);
-    t.pairs += L->pairs, t.map_ms += L->map_ms > 0 ? L->map_ms : 0, t.fwd_ms += L->fwd_ms;
-    t.bwd_ms += L->bwd_ms, t.flops += flops, t.err = worse(t.err, L->err);
-  }
-  print_row(&t);
-  return t;
-}
-
-/* loss = sum(y * g), in f64: a one-number fingerprint of the run. */
-static double demo_loss(const demo *d) {
-  const int64_t n = d->L[N_LAYERS - 1].n_out * unet[N_LAYERS - 1].co;
-  float *y = to_f32(d->dt, d->L[N_LAYERS - 1].z, n), *g = to_f32(d->dt, d->g, n);
-  double loss = 0;
-  for (int64_t i = 0; i < n; i++) loss += (double)y[i] * g[i];
-  free(y);
-  free(g);
-  return loss;
-}
-
-/* Prints the verdict line; true on PASS. */
-static bool demo_verdict(const demo *d) {
-  const double tol = tolerance(d->dt, VC_MATH_F32);
-  char why[1024] = "";
-  size_t len = 0;
-  for (int i = 0; i < N_LAYERS; i++) {
-    const layer *L = &d->L[i];
-    if (L->err <= tol) continue; /* false for NaN as well */
-    len += (size_t)snprintf(why + len, sizeof why - len, "%s%s %s rel err %.2e > %.0e", len ? "; " : "",
-                            unet[i].name, L->worst, L->err, tol);
-    if (len >= sizeof why) break;
-  }
-  if (len == 0) printf("verdict: PASS\n");
-  else printf("verdict: FAIL (%s)\n", why);
-  return len == 0;
-}
-
-static void demo_free(demo *d) {
-  for (int i = N_LAYERS - 1; i >= 0; i--) { /* inverse plans go before the plans they pair with */
-    layer *L = &d->L[i];
-    void *bufs[] = {L->w, L->b, L->z, L->a, L->ga, L->dw, L->db};
-    for (size_t k = 0; k < sizeof bufs / sizeof *bufs; k++) free(bufs[k]);
-    if (unet[i].share < 0) vc_plan_destroy(L->plan[0]), vc_plan_destroy(L->plan[1]);
-  }
-  free(d->coords), free(d->x), free(d->g), free(d->dx);
-  free(d->ws.ptr), free(d->ref_ws.ptr);
-  vc_context_destroy(d->ctx);
-  vc_context_destroy(d->ref_ctx);
-}
+enum { DEMO_DEPTH = 2, DEMO_WIDTH = 16 };
 
 /* A sphere shell in batch 0 and a torus in batch 1. */
-static void demo_input(demo *d, int res) {
+static int32_t *demo_input(int res, int64_t *n) {
   static const vc_shape_fn shapes[2] = {vc_shape_shell, vc_shape_torus};
-  d->coords = vc_shapes_batch(shapes, 2, res, &d->n);
-  if (!d->coords) fprintf(stderr, "voxconv: demo shapes at res %d: out of host memory\n", res), exit(1);
-  while (d->n_batch0 < d->n && d->coords[4 * d->n_batch0] == 0) d->n_batch0++;
-  d->x = tensor_random(d->dt, d->n * DEMO_IN_CHANNELS, 1.0);
-  printf("input: %lld voxels (sphere shell %lld in batch 0, torus %lld in batch 1), %d channels\n",
-         (long long)d->n, (long long)d->n_batch0, (long long)(d->n - d->n_batch0), DEMO_IN_CHANNELS);
+  int32_t *coords = vc_shapes_batch(shapes, 2, res, n);
+  if (!coords) fprintf(stderr, "voxconv: demo shapes at res %d: out of host memory\n", res), exit(1);
+  int64_t n0 = 0;
+  while (n0 < *n && coords[4 * n0] == 0) n0++;
+  printf("input: %lld voxels (sphere shell %lld in batch 0, torus %lld in batch 1), %d channels\n", (long long)*n,
+         (long long)n0, (long long)(*n - n0), NET_UNET_IN_CHANNELS);
+  return coords;
 }
 
 static int demo_run(long long res, vc_dtype dt, long long seed, long long device) {
-  demo d = {.dt = dt};
   rng_seed((uint64_t)seed);
   printf("voxconv demo: sparse U-Net, res %lld, dtype %s, seed %lld\n", res, dtype_names[dt], seed);
-  d.ctx = demo_context(device);
-  check(NULL, vc_context_create(VC_DEVICE_CPU, 0, &d.ref_ctx));
+  vc_dev dev;
+  dev_open(&dev, (int)device);
+  printf("device: %s\n", dev.name);
   printf("reference: VC_ALGO_REFERENCE on its own CPU context, tolerance %.0e (DESIGN.md section 6)\n",
          tolerance(dt, VC_MATH_F32));
-  demo_input(&d, (int)res);
-  demo_plans(&d);
-  demo_weights(&d);
-  d.g = tensor_random(dt, d.L[N_LAYERS - 1].n_out * unet[N_LAYERS - 1].co, 1.0);
-  demo_forward(&d);
-  demo_backward(&d);
+  int64_t n = 0;
+  int32_t *coords = demo_input((int)res, &n);
+  net_spec specs[NET_MAX_LAYERS];
+  char err[200];
+  const int layers = net_specs(NET_UNET, DEMO_DEPTH, DEMO_WIDTH, specs, err, sizeof err);
+  net nt;
+  net_create(&nt, &dev, dt, specs, layers, coords, n, true, true, "demo");
+  free(coords);
+  net_run(&nt, 0, 1);
   printf("\n");
-  table_row t = demo_table(&d);
-  printf("\nloss sum(y*g) = %.6g; run passes %.3f ms (VC_ALGO_AUTO), reference checks %.1f ms\n", demo_loss(&d),
-         t.fwd_ms + t.bwd_ms, d.ref_ms);
-  bool pass = demo_verdict(&d);
-  demo_free(&d);
+  const net_total t = net_table(&nt);
+  printf("\nloss sum(y*g) = %.6g; run passes %.3f ms (VC_ALGO_AUTO), reference checks %.1f ms\n", net_loss(&nt),
+         t.fwd_ms + t.bwd_ms, nt.ref_ms);
+  const bool pass = net_verdict(&nt);
+  net_free(&nt);
+  dev_close(&dev);
   return pass ? 0 : 1;
 }
 
@@ -501,6 +202,7 @@ static double bcpu_sgemm(int64_t pairs, int64_t c, int reps, double *ms) {
 }
 
 typedef struct bcpu_case {
+  const vc_dev *dev;
   vc_context *ctx;
   const vc_plan *plan;
   vc_dtype dt;
@@ -544,7 +246,7 @@ static double bcpu_passes(bcpu_case *bc, int64_t pairs, int reps, double sgemm_r
     conv_call c = bcpu_call(bc, (vc_pass)p);
     const double ms = median_ms(conv_timed, &c, 1, reps);
     const double rate = 2.0 * (double)pairs * (double)bc->c * (double)bc->c / ms * 1e-6;
-    const double err = reference_error(&c, bc->ctx, bc->plan, &bc->ref_ws);
+    const double err = dev_reference_error(bc->dev, &c, bc->ctx, bc->plan, &bc->ref_ws);
     const double pct = 100.0 * rate / sgemm_rate;
     printf("%-16s %10.3f %10.2f %9.1f%% %14.3e\n", pass_names[p], ms, rate, pct, err);
     if (!(err <= tolerance(bc->dt, VC_MATH_F32))) {
@@ -578,8 +280,8 @@ static int bcpu_run(int res, int64_t c, int reps, vc_dtype dt) {
   rng_seed(1);
   vc_dev dev;
   dev_open(&dev, DEVICE_CPU);
-  bcpu_case bc = {.ctx = dev.ctx, .dt = dt, .c = c};
-  plan_build pb = {&dev, {0}, NULL, 0, NULL, -1};
+  bcpu_case bc = {.dev = &dev, .ctx = dev.ctx, .dt = dt, .c = c};
+  plan_build pb = {&dev, {0}, NULL, 0, NULL, -1, NULL};
   vc_conv_desc_init(&pb.desc, VC_CONV_SUBMANIFOLD, 3, 1, -1, 1);
   int32_t *coords = vc_shape_shell(res, 0, &pb.n);
   if (!coords) fprintf(stderr, "voxconv: shell at res %d: out of host memory\n", res), exit(1);
@@ -633,7 +335,7 @@ static const cli_command commands[] = {
      "the same inputs; the table shows per layer the voxels, pairs, map build, pass times,\n"
      "useful GFLOP/s and the largest relative error. Exit status 1 when an error exceeds the\n"
      "tolerance (1e-5 for f32, 1e-2 for f16/bf16).",
-     demo_opts, (int)(sizeof demo_opts / sizeof *demo_opts), demo_main},
+     demo_opts, (int)(sizeof demo_opts / sizeof *demo_opts), demo_main, NULL, NULL},
     {"bench-cpu", "one submanifold layer on the explicit CPU path vs plain OpenBLAS SGEMM",
      "Benchmarks one submanifold 3x3x3 C -> C layer with bias on the suite S sphere shell\n"
      "(BENCHMARKS.md) on the CPU backend with VC_ALGO_EXPLICIT: kernel-map build time, and for\n"
@@ -641,14 +343,16 @@ static const cli_command commands[] = {
      "2*pairs*C*C/t and its share of one plain cblas_sgemm of the same FLOPs (M = pairs,\n"
      "K = N = C). Each pass is also checked once against VC_ALGO_REFERENCE; exit status 1 when\n"
      "one disagrees.",
-     bcpu_opts, (int)(sizeof bcpu_opts / sizeof *bcpu_opts), bcpu_main},
-    {"bench", bench_summary, bench_about, bench_opts, BENCH_N_OPTS, bench_main},
-    {"version", "print the library version", "Prints the voxconv library version.", NULL, 0, version_main},
+     bcpu_opts, (int)(sizeof bcpu_opts / sizeof *bcpu_opts), bcpu_main, NULL, NULL},
+    {"run", run_summary, run_about, run_opts, RUN_N_OPTS, run_main, "FILE...", &run_files},
+    {"bench", bench_summary, bench_about, bench_opts, BENCH_N_OPTS, bench_main, NULL, NULL},
+    {"version", "print the library version", "Prints the voxconv library version.", NULL, 0, version_main, NULL,
+     NULL},
 };
 enum { N_COMMANDS = sizeof commands / sizeof *commands };
 
 static void print_main_help(FILE *f) {
-  fprintf(f, "usage: voxconv COMMAND [options]\n\nSparse 3D convolution: demo, benchmark and checks.\n\n"
+  fprintf(f, "usage: voxconv COMMAND [options]\n\nSparse 3D convolution: demo, your data, benchmark and checks.\n\n"
              "commands:\n");
   for (int i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
   fprintf(f, "\n'voxconv COMMAND --help' lists the options of a command.\n"

@@ -2,19 +2,19 @@
 # run.sh — the one command for the GPU machine, run from the repository root:
 #     bash tests/gpu/run.sh
 # Prints the GPU and the toolkit, builds (make all gpu-tests), runs the GPU tests, runs their
-# small cases under compute-sanitizer memcheck and racecheck, and `voxconv bench` when the CLI
-# has that command. Logs go to $OUT (default /tmp/vcout). A failing step does not stop the
+# small cases under compute-sanitizer memcheck and racecheck, `voxconv demo` and `voxconv run`
+# on the GPU with every pass checked, and `voxconv bench` (with its plot) when the CLI has it. Logs go to $OUT (default /tmp/vcout). A failing step does not stop the
 # others; the exit status is 1 when any step failed. Needs no network.
 #
 # Knobs (environment):
-#   VC_STEPS="info build tests memcheck racecheck bench"  the steps to run, e.g. to split the work
+#   VC_STEPS="info build tests memcheck racecheck run bench"  the steps to run, e.g. to split the work
 #                                                          over calls that have a time limit
 #   VC_TIMEOUT_TESTS, VC_TIMEOUT_SANITIZER, VC_TIMEOUT_BENCH  seconds per step (a hung kernel
 #                                                          must not hang the run)
 set -euo pipefail
 
 OUT="${OUT:-/tmp/vcout}"
-STEPS="${VC_STEPS:-info build tests torch memcheck racecheck bench}"
+STEPS="${VC_STEPS:-info build tests torch memcheck racecheck run bench}"
 T_TESTS="${VC_TIMEOUT_TESTS:-400}"
 T_SANITIZER="${VC_TIMEOUT_SANITIZER:-400}"
 T_BENCH="${VC_TIMEOUT_BENCH:-400}"
@@ -137,7 +137,24 @@ step_bench() {
     echo "build/voxconv has no bench command yet: skipped"
     return 77
   fi
-  timeout -k 10 "$T_BENCH" build/voxconv bench --csv "$OUT/bench.csv" 2>&1 | tee "$OUT/bench.log"
+  timeout -k 10 "$T_BENCH" build/voxconv bench --csv "$OUT/bench.csv" --plot "$OUT/bench.svg" 2>&1 |
+    tee "$OUT/bench.log"
+}
+
+# The demo and `voxconv run` on the shipped mesh on the GPU, every pass of the first run
+# checked against VC_ALGO_REFERENCE on the CPU: the U-Net in f32, a wide f16 stack.
+step_run() {
+  local status=0
+  if ! build/voxconv run --help >/dev/null 2>&1; then
+    echo "build/voxconv has no run command yet: skipped"
+    return 77
+  fi
+  timeout -k 10 "$T_BENCH" build/voxconv demo --device cuda 2>&1 | tee "$OUT/demo.log" || status=$?
+  timeout -k 10 "$T_BENCH" build/voxconv run data/shape.ply --resolution 256 --device cuda --train --check \
+    --save-voxels "$OUT/shape-voxels.ply" 2>&1 | tee "$OUT/run.log" || status=$?
+  timeout -k 10 "$T_BENCH" build/voxconv run data/shape.ply --resolution 512 --device cuda --net stack --layers 4 \
+    --channels 128 --dtype f16 --train --check 2>&1 | tee -a "$OUT/run.log" || status=$?
+  return $status
 }
 
 run_step info step_info
@@ -146,6 +163,7 @@ run_step tests step_tests
 run_step torch step_torch
 run_step memcheck step_memcheck
 run_step racecheck step_racecheck
+run_step run step_run
 run_step bench step_bench
 
 failed=0
