@@ -6,3 +6,10 @@ echo "== README example"
 "$B/readme_example"
 echo "== test suite"
 "$B/vc_tests"
+echo "== fuzz targets: seed corpus and regression inputs"
+for r in "$B"/replay_*; do
+  name=${r##*/replay_}
+  set --
+  for d in tests/fuzz/corpus/$name tests/fuzz/regress/$name; do [ -d "$d" ] && set -- "$@" "$d"; done
+  "$r" "$@"
+done
