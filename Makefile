@@ -56,6 +56,8 @@ help:
 	@echo "make demo      build and run 'voxconv demo' (a sparse U-Net, checked against the reference)"
 	@echo "make asan      the test suite under AddressSanitizer + UndefinedBehaviorSanitizer"
 	@echo "make bench     the CPU benchmark (explicit path vs plain OpenBLAS SGEMM)"
+	@echo "make fuzz      libFuzzer on the PLY reader and plan creation, FUZZ_SECONDS (60) each (clang)"
+	@echo "make sample    regenerate data/shape.ply from tools/gen/make_sample_ply.c"
 
 # Installs what the build needs on a fresh Debian machine (OpenBLAS headers and library).
 deps:
@@ -124,7 +126,7 @@ asan:
 	  LIBS="$(LIBS) -fsanitize=address,undefined"
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz
 
 # ---- the sample mesh ----------------------------------------------------------------------
 # data/shape.ply is committed; `make sample` regenerates it after a change to its generator.
@@ -135,5 +137,39 @@ sample: $(BUILD)/make_sample_ply
 $(BUILD)/make_sample_ply: tools/gen/make_sample_ply.c
 	@mkdir -p $(BUILD)
 	$(CC) $(WARN) $(CFLAGS) -o $@ $< -lm
+
+# ---- fuzzing ------------------------------------------------------------------------------
+# tests/fuzz/fuzz_NAME.c are libFuzzer targets. `make test` (and `make asan`) replays their
+# seed corpus and regression inputs, tests/fuzz/{corpus,regress}/NAME/, through
+# $(BUILD)/replay_NAME, built by the normal compiler. `make fuzz` builds them with clang's
+# libFuzzer, ASan and UBSan in build-fuzz/ (CPU only: NVCC is emptied, so no VC_HAVE_CUDA;
+# no OpenMP, so one thread) and runs each for FUZZ_SECONDS on a scratch copy of the corpus.
+# A crash stops it and leaves the input in build-fuzz/crashes/: fix it, then keep the input
+# in tests/fuzz/regress/NAME/.
+.PHONY: fuzz fuzz-build
+FUZZ_NAMES   := ply plan
+FUZZ_SECONDS ?= 60
+FUZZ_BUILD   := build-fuzz
+FUZZ_FLAGS   := -O1 -g -fno-omit-frame-pointer -Wno-unknown-pragmas -fsanitize=address,undefined \
+                -fno-sanitize-recover=undefined
+
+# Kept, not deleted as intermediates of the two pattern rules below.
+.SECONDARY: $(FUZZ_NAMES:%=$(BUILD)/tests/fuzz/fuzz_%.o) $(BUILD)/tests/fuzz/replay.o
+
+$(BUILD)/replay_%: $(BUILD)/tests/fuzz/fuzz_%.o $(BUILD)/tests/fuzz/replay.o $(PLY_OBJS) $(BUILD)/libvoxconv.a
+	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) $(BUILD)/libvoxconv.a $(LIBS)
+
+test: $(FUZZ_NAMES:%=$(BUILD)/replay_%)
+
+$(BUILD)/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(PLY_OBJS) $(BUILD)/libvoxconv.a
+	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $(filter %.o,$^) $(BUILD)/libvoxconv.a $(LIBS)
+
+fuzz-build: $(FUZZ_NAMES:%=$(BUILD)/fuzz_%)
+
+fuzz: deps
+	@sh tools/install-fuzz-deps.sh
+	@$(MAKE) --no-print-directory fuzz-build BUILD=$(FUZZ_BUILD) CC=clang NVCC= OPENMP= \
+	  CFLAGS="$(FUZZ_FLAGS) -fsanitize=fuzzer-no-link"
+	@sh tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_NAMES)
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

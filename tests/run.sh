@@ -8,3 +8,10 @@ echo "== test suite"
 "$B/vc_tests"
 echo "== command line (voxconv run, bench --plot, progress)"
 sh tests/cli.sh "$B"
+echo "== fuzz targets: seed corpus and regression inputs"
+for r in "$B"/replay_*; do
+  name=${r##*/replay_}
+  set --
+  for d in tests/fuzz/corpus/$name tests/fuzz/regress/$name; do [ -d "$d" ] && set -- "$@" "$d"; done
+  "$r" "$@"
+done

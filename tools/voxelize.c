@@ -5,8 +5,8 @@
  * to the y slabs of its own extent, and each of those to the z slabs: every non-empty cell
  * piece is a site. That is exact (no sampling that could miss a corner the surface grazes),
  * and its work is proportional to the sites it finds, which a bound from the triangle's area
- * and perimeter limits before any work starts. Sites are collected in a hash set of packed
- * keys and sorted at the end.
+ * and perimeter limits before any work starts. Sites are collected as packed keys, repeats
+ * included (cells on shared edges), then radix-sorted and made unique.
  */
 #include "ply.h"
 
@@ -22,17 +22,16 @@ int vc_voxel_size_check(double size, char *err, size_t err_len) {
   return vc_ply_error(err, err_len, "voxel size %g is not a positive finite number", size);
 }
 
-/* ---- a set of sites: 17 bits per axis, offset from VC_COORD_MIN, so that the order of the
- * keys is the order of (i, j, k) ---------------------------------------------------------- */
+/* ---- sites as keys: 17 bits per axis, offset from VC_COORD_MIN, so that the order of the
+ * keys is the order of (i, j, k). Collected with repeats, radix-sorted, repeats dropped. ---- */
 
 #define AXIS_BITS 17
-#define EMPTY_KEY UINT64_MAX
+#define AXIS_MASK ((UINT64_C(1) << AXIS_BITS) - 1)
 
-typedef struct site_set {
-  uint64_t *slot;
-  size_t cap, n; /* cap = 2^bits, load <= 1/2 */
-  int bits;
-} site_set;
+typedef struct key_list {
+  uint64_t *v;
+  size_t n, cap;
+} key_list;
 
 static uint64_t pack(const int64_t v[3]) {
   uint64_t k = 0;
@@ -40,34 +39,41 @@ static uint64_t pack(const int64_t v[3]) {
   return k;
 }
 
-/* Fibonacci hashing: the top bits of the product. */
-static size_t slot_of(uint64_t key, int bits) { return (size_t)((key * 0x9e3779b97f4a7c15ull) >> (64 - bits)); }
-
-static bool set_insert(site_set *s, uint64_t key) {
-  if (2 * (s->n + 1) > s->cap) {
-    int bits = s->bits ? s->bits + 1 : 10;
-    size_t cap = (size_t)1 << bits;
-    uint64_t *slot = malloc(cap * sizeof *slot);
-    if (!slot) return false;
-    memset(slot, 0xff, cap * sizeof *slot);
-    for (size_t i = 0; i < s->cap; i++)
-      if (s->slot[i] != EMPTY_KEY) {
-        size_t h = slot_of(s->slot[i], bits);
-        while (slot[h] != EMPTY_KEY) h = (h + 1) & (cap - 1);
-        slot[h] = s->slot[i];
-      }
-    free(s->slot);
-    s->slot = slot, s->cap = cap, s->bits = bits;
+static bool push(key_list *l, const int64_t v[3]) {
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? 2 * l->cap : 1024;
+    uint64_t *w = realloc(l->v, cap * sizeof *w);
+    if (!w) return false;
+    l->v = w, l->cap = cap;
   }
-  size_t h = slot_of(key, s->bits);
-  while (s->slot[h] != EMPTY_KEY && s->slot[h] != key) h = (h + 1) & (s->cap - 1);
-  if (s->slot[h] == EMPTY_KEY) s->slot[h] = key, s->n++;
+  l->v[l->n++] = pack(v);
   return true;
 }
 
-static int cmp_key(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return (x > y) - (x < y);
+/* Sorts l ascending (one stable counting pass per axis, k first) and drops repeats. */
+static bool sort_unique(key_list *l) {
+  uint64_t *tmp = malloc((l->n ? l->n : 1) * sizeof *tmp);
+  size_t *count = malloc(((size_t)1 << AXIS_BITS) * sizeof *count);
+  bool ok = tmp && count;
+  for (int pass = 0; ok && pass < 3; pass++) {
+    int shift = AXIS_BITS * pass;
+    memset(count, 0, ((size_t)1 << AXIS_BITS) * sizeof *count);
+    for (size_t i = 0; i < l->n; i++) count[(l->v[i] >> shift) & AXIS_MASK]++;
+    for (size_t b = 0, sum = 0; b <= AXIS_MASK; b++) {
+      size_t c = count[b];
+      count[b] = sum, sum += c;
+    }
+    for (size_t i = 0; i < l->n; i++) tmp[count[(l->v[i] >> shift) & AXIS_MASK]++] = l->v[i];
+    uint64_t *t = l->v;
+    l->v = tmp, tmp = t;
+  }
+  free(tmp);
+  free(count);
+  size_t m = 0;
+  for (size_t i = 0; ok && i < l->n; i++)
+    if (m == 0 || l->v[i] != l->v[m - 1]) l->v[m++] = l->v[i];
+  if (ok) l->n = m;
+  return ok;
 }
 
 /* ---- clipping ----------------------------------------------------------------------------- */
@@ -132,7 +138,7 @@ static bool below_upper(const pt *p, int n, int axis, int64_t cell) {
 /* Every cell the triangle q (voxel units; its vertices in cells c0..c1) meets. A slab adds at
  * most 2 vertices to a convex piece (5, 7, 9 in practice) and at most multiplies a
  * rounding-bent one by 4: the buffers hold 3 -> 12 -> 48 -> 192. */
-static bool raster_triangle(const pt q[3], const int64_t c0[3], const int64_t c1[3], site_set *s) {
+static bool raster_triangle(const pt q[3], const int64_t c0[3], const int64_t c1[3], key_list *s) {
   pt px[4 * 3], py[4 * 4 * 3], pz[4 * 4 * 4 * 3];
   int64_t c[3];
   for (c[0] = c0[0]; c[0] <= c1[0]; c[0]++) {
@@ -148,7 +154,7 @@ static bool raster_triangle(const pt q[3], const int64_t c0[3], const int64_t c1
       for (c[2] = zlo; c[2] <= zhi; c[2]++) {
         int nz = clip_slab(py, ny, 2, (double)c[2], pz);
         if (nz && below_upper(pz, nz, 0, c[0]) && below_upper(pz, nz, 1, c[1]) && below_upper(pz, nz, 2, c[2]))
-          if (!set_insert(s, pack(c))) return false;
+          if (!push(s, c)) return false;
       }
     }
   }
@@ -235,35 +241,29 @@ int vc_voxelize_limited(const vc_ply *p, double size, int32_t batch, int64_t max
                         "voxel size",
                         size, (long long)max_sites);
 
-  site_set s = {NULL, 0, 0, 0};
+  key_list keys = {NULL, 0, 0};
   bool ok = true;
   for (int64_t v = 0; ok && v < p->n_vertices; v++) {
     vertex_cell(p, v, size, &q[0], c0, NULL, 0);
-    ok = set_insert(&s, pack(c0));
+    ok = push(&keys, c0);
   }
   for (int64_t t = 0; ok && t < p->n_tris; t++) {
     triangle_cells(p, t, size, q, c0, c1, NULL, 0);
-    ok = raster_triangle(q, c0, c1, &s);
+    ok = raster_triangle(q, c0, c1, &keys);
   }
-  uint64_t *keys = ok ? malloc((s.n ? s.n : 1) * sizeof *keys) : NULL;
-  int32_t *out = keys ? malloc((s.n ? s.n : 1) * 4 * sizeof *out) : NULL;
+  ok = ok && sort_unique(&keys);
+  size_t m = keys.n;
+  int32_t *out = ok ? malloc((m ? m : 1) * 4 * sizeof *out) : NULL;
   if (!out) {
-    free(s.slot);
-    free(keys);
+    free(keys.v);
     return vc_ply_error(err, err_len, "out of memory");
   }
-  size_t m = 0;
-  for (size_t i = 0; i < s.cap; i++)
-    if (s.slot[i] != EMPTY_KEY) keys[m++] = s.slot[i];
-  free(s.slot);
-  qsort(keys, m, sizeof *keys, cmp_key);
-  const uint64_t mask = ((uint64_t)1 << AXIS_BITS) - 1;
   for (size_t i = 0; i < m; i++) {
     out[4 * i] = batch;
     for (int a = 0; a < 3; a++)
-      out[4 * i + 1 + a] = (int32_t)((keys[i] >> (AXIS_BITS * (2 - a))) & mask) + VC_COORD_MIN;
+      out[4 * i + 1 + a] = (int32_t)((keys.v[i] >> (AXIS_BITS * (2 - a))) & AXIS_MASK) + VC_COORD_MIN;
   }
-  free(keys);
+  free(keys.v);
   *coords = out, *n = (int64_t)m;
   return 0;
 }
