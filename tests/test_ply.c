@@ -97,9 +97,10 @@ static void ends_newline(buf *b, int enc) {
 }
 
 /* A model with everything the reader must skip around the parts it keeps: extra scalar and
- * list properties between x, y, z, an element with properties and one without between vertex
- * and face, properties before and after the face's index list, comments, and an element
- * after the faces. Writes the expected vertices and triangles. */
+ * list properties between x, y, z; between vertex and face an element with a list, one
+ * without properties and one of scalars only; properties before and after the face's index
+ * list, comments, and an element after the faces. Writes the expected vertices and
+ * triangles. */
 typedef struct model {
   int nv, nt;
   double xyz[3 * 24];
@@ -114,7 +115,8 @@ static void build_model(buf *b, int enc, const ttype *coord, const ttype *count_
   buf_printf(b, "element vertex %d\nproperty float nx\nproperty %s x\nproperty uchar red\nproperty %s y\n", m->nv,
              coord->name, coord->name);
   buf_printf(b, "property list uchar float extra\nproperty %s z\n", coord->name);
-  buf_printf(b, "element edge 2\nproperty int v1\nproperty list ushort double w\nelement nothing 1000000000\n");
+  buf_printf(b, "element edge 2\nproperty int v1\nproperty list ushort double w\nelement nothing 1000000000\n"
+                "element camera 2\nproperty float fx\nproperty short k\n");
   buf_printf(b, "element face %d\nproperty uchar flags\nproperty list %s %s %s\nproperty double quality\n", nf,
              count_t->name, index_t->name, index_name);
   buf_printf(b, "element material 1\nproperty list int uchar rgb\nend_header\n");
@@ -136,6 +138,11 @@ static void build_model(buf *b, int enc, const ttype *coord, const ttype *count_
     put_value(b, enc, u16, 2);
     put_value(b, enc, f64, 1e300);
     put_value(b, enc, f64, -0.0);
+    ends_newline(b, enc);
+  }
+  for (int cam = 0; cam < 2; cam++) {
+    put_value(b, enc, f, 35.5);
+    put_value(b, enc, tt("short"), -2);
     ends_newline(b, enc);
   }
   for (int fc = 0; fc < nf; fc++) {

@@ -73,6 +73,7 @@ typedef struct ply_header {
   size_t n_props, cap_props;
   size_t body;                     /* offset of the first body byte */
   ply_elem *vertex, *face;         /* set once the header is complete (elems grows until then) */
+  bool has_vertex, has_face;       /* declared (flags: a header may hold millions of elements) */
   bool has_role[ROLE_INDICES + 1]; /* declared: x, y, z on the vertex element, the face list */
 } ply_header;
 
@@ -151,9 +152,9 @@ static int header_line(ply_header *h, char **tok, int nt, long long line, char *
       return vc_ply_error(err, el, "header line %lld: bad element count '%s'", line, shown);
     }
     bool vertex = !strcmp(tok[1], "vertex"), face = !strcmp(tok[1], "face");
-    for (size_t i = 0; i < h->n_elems; i++)
-      if ((vertex && h->elems[i].is_vertex) || (face && h->elems[i].is_face))
-        return vc_ply_error(err, el, "header line %lld: second '%s' element", line, tok[1]);
+    if ((vertex && h->has_vertex) || (face && h->has_face))
+      return vc_ply_error(err, el, "header line %lld: second '%s' element", line, tok[1]);
+    h->has_vertex = h->has_vertex || vertex, h->has_face = h->has_face || face;
     if (!grow((void **)&h->elems, &h->cap_elems, h->n_elems, sizeof *h->elems))
       return vc_ply_error(err, el, "out of memory");
     ply_elem *e = &h->elems[h->n_elems++];

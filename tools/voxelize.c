@@ -50,30 +50,30 @@ static bool push(key_list *l, const int64_t v[3]) {
   return true;
 }
 
-/* Sorts l ascending (one stable counting pass per axis, k first) and drops repeats. */
+/* Sorts l ascending (LSD radix, 11-bit digits: 5 stable passes over the 51 key bits, with a
+ * count table small enough for tiny lists) and drops repeats. */
+#define DIGIT_BITS 11
 static bool sort_unique(key_list *l) {
+  enum { BUCKETS = 1 << DIGIT_BITS };
   uint64_t *tmp = malloc((l->n ? l->n : 1) * sizeof *tmp);
-  size_t *count = malloc(((size_t)1 << AXIS_BITS) * sizeof *count);
-  bool ok = tmp && count;
-  for (int pass = 0; ok && pass < 3; pass++) {
-    int shift = AXIS_BITS * pass;
-    memset(count, 0, ((size_t)1 << AXIS_BITS) * sizeof *count);
-    for (size_t i = 0; i < l->n; i++) count[(l->v[i] >> shift) & AXIS_MASK]++;
-    for (size_t b = 0, sum = 0; b <= AXIS_MASK; b++) {
+  if (!tmp) return false;
+  for (int shift = 0; shift < 3 * AXIS_BITS; shift += DIGIT_BITS) {
+    size_t count[BUCKETS] = {0};
+    for (size_t i = 0; i < l->n; i++) count[(l->v[i] >> shift) & (BUCKETS - 1)]++;
+    for (size_t b = 0, sum = 0; b < BUCKETS; b++) {
       size_t c = count[b];
       count[b] = sum, sum += c;
     }
-    for (size_t i = 0; i < l->n; i++) tmp[count[(l->v[i] >> shift) & AXIS_MASK]++] = l->v[i];
+    for (size_t i = 0; i < l->n; i++) tmp[count[(l->v[i] >> shift) & (BUCKETS - 1)]++] = l->v[i];
     uint64_t *t = l->v;
     l->v = tmp, tmp = t;
   }
   free(tmp);
-  free(count);
   size_t m = 0;
-  for (size_t i = 0; ok && i < l->n; i++)
+  for (size_t i = 0; i < l->n; i++)
     if (m == 0 || l->v[i] != l->v[m - 1]) l->v[m++] = l->v[i];
-  if (ok) l->n = m;
-  return ok;
+  l->n = m;
+  return true;
 }
 
 /* ---- clipping ----------------------------------------------------------------------------- */

@@ -2,7 +2,8 @@
  * vc_voxel_size_for and vc_voxelize_limited at a resolution and at a raw voxel size both
  * taken from the input's last byte (raw sizes from 2^-32 to 2^31 reach the range errors).
  * The site bound is small so that one input stays fast. Beyond "no crash", it checks what
- * ply.h promises of a result: batch column, strictly ascending sites, every vertex's cell. */
+ * ply.h promises of a result: batch column, strictly ascending sites, every vertex's cell
+ * present, and no site outside the vertices' cell box (a triangle stays in its corners' box). */
 #include "../../tools/ply.h"
 
 #include <math.h>
@@ -16,11 +17,14 @@ static void check_sites(const vc_ply *p, double size, const int32_t *c, int64_t 
     const int32_t *a = c + 4 * (i - 1), *b = c + 4 * i;
     if (!(a[1] < b[1] || (a[1] == b[1] && (a[2] < b[2] || (a[2] == b[2] && a[3] < b[3]))))) abort();
   }
-  for (int64_t i = 0; i < n; i++)
-    if (c[4 * i] != 3) abort();
+  int64_t box[2][3];
   for (int64_t v = 0; v < p->n_vertices; v++) {
     int64_t lo = 0, hi = n, cell[3];
-    for (int a = 0; a < 3; a++) cell[a] = (int64_t)floor(p->xyz[3 * v + a] / size);
+    for (int a = 0; a < 3; a++) {
+      cell[a] = (int64_t)floor(p->xyz[3 * v + a] / size);
+      if (v == 0 || cell[a] < box[0][a]) box[0][a] = cell[a];
+      if (v == 0 || cell[a] > box[1][a]) box[1][a] = cell[a];
+    }
     while (lo < hi) { /* first row >= cell */
       int64_t mid = (lo + hi) / 2;
       const int32_t *r = c + 4 * mid + 1;
@@ -29,6 +33,11 @@ static void check_sites(const vc_ply *p, double size, const int32_t *c, int64_t 
       else hi = mid;
     }
     if (lo == n || c[4 * lo + 1] != cell[0] || c[4 * lo + 2] != cell[1] || c[4 * lo + 3] != cell[2]) abort();
+  }
+  for (int64_t i = 0; i < n; i++) {
+    if (c[4 * i] != 3) abort();
+    for (int a = 0; a < 3; a++)
+      if (c[4 * i + 1 + a] < box[0][a] || c[4 * i + 1 + a] > box[1][a]) abort();
   }
 }
 

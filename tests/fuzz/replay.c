@@ -54,7 +54,7 @@ int main(int argc, char **argv) {
       sprintf(names[n++], "%s/%s", argv[i], e->d_name);
     }
     closedir(d);
-    if (n) qsort(names, n, sizeof *names, cmp_name); /* an empty folder: names is NULL */
+    if (n) qsort(names, n, sizeof *names, cmp_name); /* qsort's array must not be NULL */
     for (size_t k = 0; k < n; k++) {
       if (stat(names[k], &st) == 0 && S_ISREG(st.st_mode)) {
         if (run_file(names[k])) return fprintf(stderr, "replay: cannot read %s\n", names[k]), 1;
