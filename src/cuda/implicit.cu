@@ -203,7 +203,7 @@ __device__ static __forceinline__ void tc_body(const imp_args &args, const int m
   p.mode = mode, p.dt = dt;
   p.fast = fast;
   extern __shared__ __align__(16) uint16_t smem[];
-  TILE_SETUP(TC_BM, TC_BN, TC_BK);
+  TILE_SETUP(TC_BM, TC_BN, TC_BK, true);
   uint16_t *sA = smem, *sB = smem + TC_STAGES * TC_TILE_ELEMS;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wm = warp % 2, wn = warp / 2;
   float acc[4][4][4];
@@ -272,18 +272,14 @@ __device__ static __forceinline__ void tc_body(const imp_args &args, const int m
  * tensors below 2^32 chunks; the general path copies element by element. */
 #define TC_KERNEL(name, mode, dt, fast)                                                                     \
   __global__ void __launch_bounds__(TC_THREADS, (fast) ? 2 : 1) name(const imp_args p) { tc_body(p, mode, dt, fast); }
-TC_KERNEL(k_tc_fwd_f16, MODE_FWD, VC_DTYPE_F16, 0)
-TC_KERNEL(k_tc_fwd_bf16, MODE_FWD, VC_DTYPE_BF16, 0)
-TC_KERNEL(k_tc_dgrad_f16, MODE_DGRAD, VC_DTYPE_F16, 0)
-TC_KERNEL(k_tc_dgrad_bf16, MODE_DGRAD, VC_DTYPE_BF16, 0)
-TC_KERNEL(k_tc_wgrad_f16, MODE_WGRAD, VC_DTYPE_F16, 0)
-TC_KERNEL(k_tc_wgrad_bf16, MODE_WGRAD, VC_DTYPE_BF16, 0)
-TC_KERNEL(k_tc_fwd_f16_fast, MODE_FWD, VC_DTYPE_F16, 1)
-TC_KERNEL(k_tc_fwd_bf16_fast, MODE_FWD, VC_DTYPE_BF16, 1)
-TC_KERNEL(k_tc_dgrad_f16_fast, MODE_DGRAD, VC_DTYPE_F16, 1)
-TC_KERNEL(k_tc_dgrad_bf16_fast, MODE_DGRAD, VC_DTYPE_BF16, 1)
-TC_KERNEL(k_tc_wgrad_f16_fast, MODE_WGRAD, VC_DTYPE_F16, 1)
-TC_KERNEL(k_tc_wgrad_bf16_fast, MODE_WGRAD, VC_DTYPE_BF16, 1)
+/* the general and the fast kernel of one (pass, dtype) */
+#define TC_KERNELS(name, mode, dt) TC_KERNEL(k_tc_##name, mode, dt, 0) TC_KERNEL(k_tc_##name##_fast, mode, dt, 1)
+TC_KERNELS(fwd_f16, MODE_FWD, VC_DTYPE_F16)
+TC_KERNELS(fwd_bf16, MODE_FWD, VC_DTYPE_BF16)
+TC_KERNELS(dgrad_f16, MODE_DGRAD, VC_DTYPE_F16)
+TC_KERNELS(dgrad_bf16, MODE_DGRAD, VC_DTYPE_BF16)
+TC_KERNELS(wgrad_f16, MODE_WGRAD, VC_DTYPE_F16)
+TC_KERNELS(wgrad_bf16, MODE_WGRAD, VC_DTYPE_BF16)
 
 typedef void (*tc_kernel)(const imp_args);
 /* [fast][mode][dtype == bf16] */
@@ -332,7 +328,7 @@ __device__ static __forceinline__ void ff_load(const imp_args &p, const tile_pos
 
 __global__ void __launch_bounds__(FF_THREADS) k_implicit_ffma(const imp_args p) {
   __shared__ float sA[FF_BK][FF_BM], sB[FF_BK][FF_BN];
-  TILE_SETUP(FF_BM, FF_BN, FF_BK);
+  TILE_SETUP(FF_BM, FF_BN, FF_BK, true);
   const int tm = (threadIdx.x / 16) * 4, tn = (threadIdx.x % 16) * 4;
   float acc[4][4] = {{0}};
   for (int it = 0; it < t.n_it; it++) {

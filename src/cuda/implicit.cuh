@@ -42,7 +42,9 @@ typedef struct tile_pos {
   int nkc;         /* fwd/dgrad: reduction chunks per offset */
 } tile_pos;
 
-/* Rows of the tile (fwd/dgrad) into rowid[], active offsets into act[]; returns position. */
+/* Rows of the tile (fwd/dgrad) into rowid[], active offsets into act[], their gather rows
+ * into gtab[] and, unless live16 is NULL, per 16-row block which offsets it meets; returns
+ * the position. */
 __device__ static __forceinline__ tile_pos tile_setup(const imp_args &p, int bm, int bn, int bk, int32_t *rowid, int16_t *act, int *n_act,
                                       int32_t *gtab, uint32_t *live16) {
   tile_pos t;
@@ -88,12 +90,12 @@ __device__ static __forceinline__ tile_pos tile_setup(const imp_args &p, int bm,
     __syncthreads();
     /* live16[a] bit b: some row of the 16-row block b meets offset a; Gray-ordered rows
      * share masks, so whole blocks are often empty and their MMAs are skipped. */
-    for (int a = threadIdx.x; a < *n_act; a += blockDim.x) {
+    for (int a = threadIdx.x; live16 && a < *n_act; a += blockDim.x) {
       uint32_t bits = 0;
       for (int m = 0; m < bm; m++) bits |= (uint32_t)(gtab[a * GTAB_STRIDE(bm) + m] >= 0) << (m / 16);
       live16[a] = bits;
     }
-  } else {
+  } else if (live16) {
     for (int a = threadIdx.x; a < GTAB_OFFSETS; a += blockDim.x) live16[a] = ~0u;
   }
   __syncthreads();
@@ -109,14 +111,15 @@ __device__ static __forceinline__ int32_t gather_row(const imp_args &p, const in
   return rowid[m] >= 0 ? p.tab[(int64_t)rowid[m] * p.K + col] : -1;
 }
 
-/* Per-tile shared state of both kernels (tile_setup fills it) and the setup call. */
-#define TILE_SETUP(bm, bn, bk)                                                                                    \
+/* Per-tile shared state of the kernels (tile_setup fills it) and the setup call; `skips`:
+ * the kernel skips the MMAs of 16-row blocks that miss an offset (live16). */
+#define TILE_SETUP(bm, bn, bk, skips)                                                                                    \
   __shared__ int32_t rowid[bm];                                                                               \
   __shared__ int16_t act[MAX_K];                                                                              \
   __shared__ int32_t gtab[GTAB_OFFSETS * GTAB_STRIDE(bm)];                                                    \
   __shared__ uint32_t live16[GTAB_OFFSETS];                                                                   \
   __shared__ int n_act;                                                                                       \
-  const tile_pos t = tile_setup(p, bm, bn, bk, rowid, act, &n_act, gtab, live16);                                 \
+  const tile_pos t = tile_setup(p, bm, bn, bk, rowid, act, &n_act, gtab, (skips) ? live16 : NULL);                                 \
   if (p.mode == MODE_WGRAD && t.n_it == 0) return
 
 /* Columns n, n+1 (both inside the output) plus bias, as one 32-bit pair of 16-bit values. */

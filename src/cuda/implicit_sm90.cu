@@ -64,7 +64,7 @@ __device__ static __forceinline__ void wg_body(const imp_args &args, const int m
   imp_args p = args;
   p.mode = mode, p.dt = dt, p.fast = 1;
   extern __shared__ __align__(16) uint8_t wg_smem[];
-  TILE_SETUP(WG_BM, WG_BN, WG_BK);
+  TILE_SETUP(WG_BM, WG_BN, WG_BK, false);
   const uint32_t base = (uint32_t)__cvta_generic_to_shared(wg_smem);
   uint8_t *ring = wg_smem + (((base + 1023) & ~1023u) - base);
   uint8_t *sA = ring, *sB = ring + WG_STAGES * WG_TILE;

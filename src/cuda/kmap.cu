@@ -26,11 +26,29 @@ typedef struct __align__(16) slot {
 __device__ static inline uint64_t hash_start(uint64_t key, uint64_t cap) { return __umul64hi(vc_hash_mix(key), cap); }
 __device__ static inline uint64_t hash_next(uint64_t s, uint64_t cap) { return s + 1 == cap ? 0 : s + 1; }
 
+/* The row of `key`, or -1, probing from slot s0 whose content `first` the caller has read
+ * (so that the first probes of several lookups can be issued together). */
+__device__ static inline int32_t hash_probe(const slot *t, uint64_t cap, uint64_t key, uint64_t s0, slot first) {
+  for (uint64_t s = s0;;) {
+    if (first.key == key) return (int32_t)first.row;
+    if (first.key == VC_KEY_EMPTY) return -1;
+    s = hash_next(s, cap);
+    first = t[s];
+  }
+}
+
 __device__ static inline int32_t hash_find(const slot *t, uint64_t cap, uint64_t key) {
-  for (uint64_t s = hash_start(key, cap);; s = hash_next(s, cap)) {
-    const slot e = t[s];
-    if (e.key == key) return (int32_t)e.row;
-    if (e.key == VC_KEY_EMPTY) return -1;
+  const uint64_t s0 = hash_start(key, cap);
+  return hash_probe(t, cap, key, s0, t[s0]);
+}
+
+/* disp[r] = r*d - pad for r < count: the step from a site to its neighbour through offset r
+ * at stride 1, from shared memory instead of three divisions a lookup. Callers synchronise. */
+__device__ static void load_displacements(const vc_geom &g, int count, int32_t (*disp)[3]) {
+  for (int r = threadIdx.x; r < count; r += blockDim.x) {
+    int32_t off[3];
+    vc_geom_offset(&g, r, off);
+    for (int a = 0; a < 3; a++) disp[r][a] = off[a] - g.pad[a];
   }
 }
 
@@ -90,11 +108,7 @@ __global__ static void k_neighbors_submanifold(const int32_t *c, int64_t n, vc_g
                                                int32_t *nb) {
   __shared__ int32_t disp[VC_KERNEL_MAX * VC_KERNEL_MAX * VC_KERNEL_MAX / 2][3];
   const int half = g.K / 2;
-  for (int r = threadIdx.x; r < half; r += blockDim.x) {
-    int32_t off[3];
-    vc_geom_offset(&g, r, off);
-    for (int a = 0; a < 3; a++) disp[r][a] = off[a] - g.pad[a]; /* stride 1: q = c - pad + r*d */
-  }
+  load_displacements(g, half, disp);
   __syncthreads();
   const int64_t total = n << lg;
   for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < total; j += (int64_t)gridDim.x * blockDim.x) {
@@ -244,18 +258,6 @@ __device__ static inline uint64_t brick_start(uint64_t key, uint64_t cap) {
   return __umulhi(h, (uint32_t)cap);
 }
 
-/* First-probe hit of a brick table, or the full probe when the first slot holds another key:
- * the first probes of several lookups are plain loads the compiler can issue together. */
-__device__ static inline int32_t brick_resolve(const slot *t, uint64_t cap, uint64_t key, slot first, uint64_t s0) {
-  if (first.key == key) return (int32_t)first.row;
-  if (first.key == VC_KEY_EMPTY) return -1;
-  for (uint64_t s = hash_next(s0, cap);; s = hash_next(s, cap)) {
-    const slot e = t[s];
-    if (e.key == key) return (int32_t)e.row;
-    if (e.key == VC_KEY_EMPTY) return -1;
-  }
-}
-
 /* Claims each occupied brick once; its claimer numbers it. Out-of-range sites are skipped
  * (k_check_range reports them before the pool is filled). */
 __global__ static void k_claim_bricks(const int32_t *c, int64_t n, slot *bt, uint64_t bcap, unsigned long long *count) {
@@ -276,7 +278,7 @@ __global__ static void k_fill_bricks(const int32_t *c, int64_t n, const slot *bt
     const int32_t *s = c + 4 * i;
     const uint64_t key = brick_key(s[0], s[1], s[2], s[3]);
     const uint64_t s0 = brick_start(key, bcap);
-    const int32_t b = brick_resolve(bt, bcap, key, bt[s0], s0);
+    const int32_t b = hash_probe(bt, bcap, key, s0, bt[s0]);
     if (atomicCAS(pool + (int64_t)b * BRICK_SITES + brick_local(s[1], s[2], s[3]), -1, (int32_t)i) != -1)
       atomicMin(dup, (unsigned long long)i);
   }
@@ -295,17 +297,9 @@ __global__ static void __launch_bounds__(PAIR_ROWS) k_lookup_bricks(const int32_
   __shared__ int32_t tile[PAIR_ROWS][PAIR_COLS + 1];
   __shared__ int4 rc[PAIR_ROWS];
   __shared__ int32_t disp[VC_KERNEL_MAX * VC_KERNEL_MAX * VC_KERNEL_MAX][3];
-  __shared__ int32_t reach[2][3]; /* smallest and largest displacement per axis */
-  if (threadIdx.x < 3) reach[0][threadIdx.x] = INT32_MAX, reach[1][threadIdx.x] = INT32_MIN;
-  __syncthreads();
-  for (int r = threadIdx.x; r < g.K; r += blockDim.x) {
-    int32_t off[3];
-    vc_geom_offset(&g, r, off);
-    for (int a = 0; a < 3; a++) {
-      disp[r][a] = off[a] - g.pad[a]; /* stride 1: q = c - pad + r*d */
-      atomicMin(&reach[0][a], disp[r][a]), atomicMax(&reach[1][a], disp[r][a]);
-    }
-  }
+  load_displacements(g, g.K, disp);
+  int32_t reach[2][3]; /* smallest and largest displacement per axis: offsets 0 and k-1 */
+  for (int a = 0; a < 3; a++) reach[0][a] = -g.pad[a], reach[1][a] = (g.k[a] - 1) * g.d[a] - g.pad[a];
   const int64_t o0 = (int64_t)blockIdx.x * PAIR_ROWS;
   rc[threadIdx.x] = o0 + threadIdx.x < n ? ((const int4 *)sc)[o0 + threadIdx.x] : make_int4(0, 0, 0, 0);
   __syncthreads();
@@ -337,7 +331,7 @@ __global__ static void __launch_bounds__(PAIR_ROWS) k_lookup_bricks(const int32_
       for (int i = 0; i < BRICK_PER_LANE; i++) {
         int32_t v = -1;
         if (key[i] != VC_KEY_EMPTY) {
-          const int32_t b = brick_resolve(bt, bcap, key[i], first[i], s0[i]);
+          const int32_t b = hash_probe(bt, bcap, key[i], s0[i], first[i]);
           if (b >= 0) v = pool[(int64_t)b * BRICK_SITES + local[i]];
         }
         tile[row][lane + BRICK_LANES * i] = v;
