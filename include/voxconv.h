@@ -274,9 +274,15 @@ VC_API vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, cons
  * Errors: VC_ERR_INVALID_ARGUMENT, VC_ERR_UNSUPPORTED (forced algo not in this backend). */
 VC_API vc_status vc_conv_algo_for(const vc_plan *p, const vc_conv_args *a, vc_pass pass, vc_algo *algo);
 
-/* Times every algorithm this backend has for `pass` on random data of the plan's shape,
- * records the fastest in the tune cache (memory and file) and returns it in *best (may be
- * NULL). Unlike execute calls it allocates temporary buffers and synchronises `stream`.
+/* Times the backend's tuning candidates for `pass` (CUDA: implicit and explicit; the
+ * reference is never one) on random data of the plan's shape, records the fastest in the
+ * tune cache (memory and file) and returns it in *best (may be NULL). Unlike execute calls
+ * it allocates temporary buffers and synchronises `stream`.
+ * With VOXCONV_DETERMINISTIC=1 only atomic-free candidates run; if that left any out, the
+ * winner is kept in this context's memory only, not written to the file that every
+ * context shares (a normal context would read back a slower algorithm). A single
+ * remaining candidate (the CPU backend has one: explicit) is returned untimed and also
+ * kept in memory only.
  * Errors: VC_ERR_INVALID_ARGUMENT, VC_ERR_OUT_OF_MEMORY, VC_ERR_DEVICE, VC_ERR_IO (cache file
  * not writable: the winner is still kept in memory). */
 VC_API vc_status vc_conv_tune(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, vc_pass pass, void *stream,
