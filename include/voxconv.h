@@ -151,7 +151,7 @@ VC_API const char *vc_status_string(vc_status s);
  * The string lives until the next failing call on the same context or thread. */
 VC_API const char *vc_last_error(const vc_context *ctx);
 
-/* "0.1.0" */
+/* "MAJOR.MINOR.PATCH" of the VC_VERSION_* macros the library was built with (static text). */
 VC_API const char *vc_version(void);
 
 /* ---- context ------------------------------------------------------------------------ */
@@ -225,6 +225,11 @@ VC_API vc_status vc_plan_kernel_map(const vc_plan *p, int64_t *offsets, int32_t 
 /* ---- execution ---------------------------------------------------------------------- */
 
 /* Workspace bytes that `pass` needs with these arguments (0 is possible).
+ * With VC_ALGO_AUTO the size is that of the algorithm AUTO picks now (vc_conv_algo_for), so
+ * query it again after vc_conv_tune, and in a context created under other VOXCONV_ALGO_* or
+ * VOXCONV_DETERMINISTIC settings: on CUDA, explicit needs gather and GEMM buffers (plus an
+ * f32 accumulator for 16-bit storage) where implicit forward needs none, and an execute call
+ * given less than its algorithm needs fails with VC_ERR_OUT_OF_MEMORY.
  * Errors: VC_ERR_INVALID_ARGUMENT (NULL, bad args), VC_ERR_UNSUPPORTED (algo/dtype/math
  * this backend does not have). Errors are recorded on the plan's context. */
 VC_API vc_status vc_conv_workspace_size(const vc_plan *p, const vc_conv_args *a, vc_pass pass,
@@ -274,9 +279,15 @@ VC_API vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, cons
  * Errors: VC_ERR_INVALID_ARGUMENT, VC_ERR_UNSUPPORTED (forced algo not in this backend). */
 VC_API vc_status vc_conv_algo_for(const vc_plan *p, const vc_conv_args *a, vc_pass pass, vc_algo *algo);
 
-/* Times every algorithm this backend has for `pass` on random data of the plan's shape,
- * records the fastest in the tune cache (memory and file) and returns it in *best (may be
- * NULL). Unlike execute calls it allocates temporary buffers and synchronises `stream`.
+/* Times the backend's tuning candidates for `pass` (CUDA: implicit and explicit; the
+ * reference is never one) on random data of the plan's shape, records the fastest in the
+ * tune cache (memory and file) and returns it in *best (may be NULL). Unlike execute calls
+ * it allocates temporary buffers and synchronises `stream`.
+ * With VOXCONV_DETERMINISTIC=1 only atomic-free candidates run; if that left any out, the
+ * winner is kept in this context's memory only, not written to the file that every
+ * context shares (a normal context would read back a slower algorithm). A single
+ * remaining candidate (the CPU backend has one: explicit) is returned untimed and also
+ * kept in memory only.
  * Errors: VC_ERR_INVALID_ARGUMENT, VC_ERR_OUT_OF_MEMORY, VC_ERR_DEVICE, VC_ERR_IO (cache file
  * not writable: the winner is still kept in memory). */
 VC_API vc_status vc_conv_tune(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, vc_pass pass, void *stream,

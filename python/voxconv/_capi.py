@@ -13,8 +13,6 @@ from ctypes import POINTER, c_char_p, c_int, c_int32, c_int64, c_size_t, c_void_
 
 # ---- enums (values of voxconv.h) -------------------------------------------------------
 
-STATUS_NAMES = ["VC_OK", "VC_ERR_INVALID_ARGUMENT", "VC_ERR_OUT_OF_RANGE", "VC_ERR_DUPLICATE_COORDS",
-                "VC_ERR_UNSUPPORTED", "VC_ERR_OUT_OF_MEMORY", "VC_ERR_DEVICE", "VC_ERR_IO", "VC_ERR_INTERNAL"]
 DEVICE_CPU, DEVICE_CUDA = 0, 1
 DTYPE_F32, DTYPE_F16, DTYPE_BF16 = 0, 1, 2
 MATH_F32, MATH_TF32 = 0, 1
@@ -28,7 +26,8 @@ class VoxconvError(RuntimeError):
     """A voxconv call failed: .status is the vc_status name, the text is vc_last_error."""
 
     def __init__(self, status, message):
-        self.status = STATUS_NAMES[status] if 0 <= status < len(STATUS_NAMES) else str(status)
+        name = lib.vc_status_string(status).decode().split(":")[0]  # "VC_ERR_IO: ..." names it
+        self.status = name if name.startswith("VC_") else str(status)
         super().__init__(message)
 
 
@@ -260,13 +259,13 @@ def conv_args(desc, weight_shape, dtype, math=MATH_F32, algo="auto"):
     return a, ci, co
 
 
-def conv_channels(desc, weight_shape, what="weight"):
+def conv_channels(desc, weight_shape):
     """(Ci, Co) of a [Co, K0, K1, K2, Ci] weight, checked against the descriptor's kernel."""
     shape = tuple(weight_shape)
     k = tuple(desc.kernel_size)
     if len(shape) != 5 or shape[1:4] != k:
-        raise ValueError("voxconv: %s has shape %s, expected [Co, %d, %d, %d, Ci] (spconv's layout)"
-                         % (what, list(shape), k[0], k[1], k[2]))
+        raise ValueError("voxconv: weight has shape %s, expected [Co, %d, %d, %d, Ci] (spconv's layout)"
+                         % (list(shape), k[0], k[1], k[2]))
     return shape[4], shape[0]
 
 

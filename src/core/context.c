@@ -34,7 +34,11 @@ const char *vc_status_string(vc_status s) {
 
 const char *vc_last_error(const vc_context *ctx) { return ctx ? ctx->error : vc_thread_error; }
 
-const char *vc_version(void) { return "0.2.0"; }
+#define VC_STR_(x) #x
+#define VC_STR(x) VC_STR_(x)
+const char *vc_version(void) {
+  return VC_STR(VC_VERSION_MAJOR) "." VC_STR(VC_VERSION_MINOR) "." VC_STR(VC_VERSION_PATCH);
+}
 
 vc_status vc_context_create(vc_device_kind kind, int device, vc_context **out) {
   if (!out) return vc_fail(NULL, VC_ERR_INVALID_ARGUMENT, "vc_context_create: out is NULL");

@@ -122,7 +122,9 @@ typedef struct vc_backend vc_backend;
 
 typedef struct vc_tune_entry {
   char key[192];
-  vc_algo algo;
+  vc_algo algo;      /* what VC_ALGO_AUTO runs in this context */
+  vc_algo file_algo; /* what the cache file gets (VC_ALGO_AUTO: nothing); differs after a
+                      * choice a normal context must not read back (vc_conv_tune) */
 } vc_tune_entry;
 
 struct vc_context {
@@ -131,11 +133,15 @@ struct vc_context {
   const vc_backend *backend;
   void *backend_state;
   char error[VC_ERROR_LEN];
-  /* the algorithm environment (tune.c), read when the context is created: the values of
-   * VOXCONV_ALGO_<PASS> ("" when unset) and VOXCONV_DETERMINISTIC */
-  char forced_algo[3][64];
-  bool deterministic;
-  /* tune cache (tune.c): loaded from the cache file when the context is created */
+  /* the algorithm environment (tune.c), read when the context is created: VOXCONV_ALGO_<PASS>
+   * parsed (VC_ALGO_AUTO when unset or empty); a value naming no algorithm is kept in
+   * forced_invalid (else "") and reported by the calls that resolve the algorithm */
+  vc_algo forced_algo[3];
+  char forced_invalid[3][64];
+  bool deterministic; /* VOXCONV_DETERMINISTIC */
+  /* tune cache (tune.c): the file's path ("" without VOXCONV_CACHE_DIR and HOME) and the
+   * entries, loaded when the context is created */
+  char cache_file[1024];
   vc_tune_entry *tune;
   int tune_count, tune_cap;
 };
@@ -186,7 +192,9 @@ struct vc_backend {
   int (*algos)(const vc_plan *p, const vc_conv_args *a, vc_pass pass, vc_algo out[8], int *n_tunable);
   vc_algo (*heuristic)(const vc_plan *p, const vc_conv_args *a, vc_pass pass);
   bool (*deterministic)(vc_algo algo, vc_pass pass);
-  /* Median milliseconds of one pass with a->algo on random data (allocates, synchronises). */
+  /* Milliseconds of one pass with a->algo on random data, the median of 5 runs after a
+   * warm-up (allocates, synchronises). NULL when `algos` never lists two tunable
+   * candidates: vc_conv_tune times nothing then. */
   vc_status (*time_pass)(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, vc_pass pass,
                          void *stream, double *ms);
   const char *(*device_name)(vc_context *ctx);

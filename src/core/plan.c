@@ -18,8 +18,8 @@ static const char *kind_name(vc_conv_kind k) {
 static vc_status desc_validate(vc_context *ctx, const vc_conv_desc *in, vc_conv_desc *d) {
   if (in->struct_size < VC_CONV_DESC_SIZE_0_1)
     return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT,
-                   "vc_plan_create: desc->struct_size = %zu, expected %zu (set it to sizeof(vc_conv_desc))",
-                   in->struct_size, sizeof(vc_conv_desc));
+                   "vc_plan_create: desc->struct_size = %zu, expected at least %zu (set it to sizeof(vc_conv_desc))",
+                   in->struct_size, VC_CONV_DESC_SIZE_0_1);
   /* fields past the caller's struct_size read as 0; a newer caller's extra bytes are ignored */
   memset(d, 0, sizeof *d);
   memcpy(d, in, in->struct_size < sizeof *d ? in->struct_size : sizeof *d);

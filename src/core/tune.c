@@ -2,6 +2,7 @@
  * the tune cache (memory + a text file written atomically), else the backend's heuristic. */
 #include "internal.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -24,6 +25,12 @@ static bool parse_algo(const char *s, vc_algo *out) {
   return false;
 }
 
+/* The enum's name ("VC_ALGO_EXPLICIT"), as messages spell it: algo_names upper-cased. */
+static const char *enum_name(vc_algo algo, char buf[32]) {
+  snprintf(buf, 32, "VC_ALGO_%s", algo_names[algo]);
+  for (char *c = buf; *c; c++) *c = (char)toupper((unsigned char)*c);
+  return buf;
+}
 
 static bool backend_has(const vc_plan *p, const vc_conv_args *a, vc_pass pass, vc_algo algo) {
   vc_algo list[8];
@@ -42,20 +49,24 @@ static void tune_key(const vc_plan *p, const vc_conv_args *a, vc_pass pass, char
            a->math == VC_MATH_TF32 ? "tf32" : "f32");
 }
 
-/* The cache file's path: $VOXCONV_CACHE_DIR/tune-v1.txt, else ~/.cache/voxconv/tune-v1.txt. */
-static bool cache_path(char *path, size_t len, char *dir, size_t dlen) {
+/* The cache file's path: $VOXCONV_CACHE_DIR/tune-v1.txt, else ~/.cache/voxconv/tune-v1.txt;
+ * "" when neither variable is set. */
+static void cache_path(char path[1024]) {
   const char *d = getenv("VOXCONV_CACHE_DIR"), *home = getenv("HOME");
-  if (d && *d) snprintf(dir, dlen, "%s", d);
-  else if (home && *home) snprintf(dir, dlen, "%s/.cache/voxconv", home);
-  else return false;
-  snprintf(path, len, "%s/tune-v1.txt", dir);
-  return true;
+  char dir[900];
+  path[0] = 0;
+  if (d && *d) snprintf(dir, sizeof dir, "%s", d);
+  else if (home && *home) snprintf(dir, sizeof dir, "%s/.cache/voxconv", home);
+  else return;
+  snprintf(path, 1024, "%s/tune-v1.txt", dir);
 }
 
-static void cache_put(vc_context *ctx, const char *key, vc_algo algo) {
+/* `to_file`: the choice is also the file's for this key; otherwise the file keeps what it had. */
+static void cache_put(vc_context *ctx, const char *key, vc_algo algo, bool to_file) {
   for (int i = 0; i < ctx->tune_count; i++)
     if (!strcmp(ctx->tune[i].key, key)) {
       ctx->tune[i].algo = algo;
+      if (to_file) ctx->tune[i].file_algo = algo;
       return;
     }
   if (ctx->tune_count == ctx->tune_cap) {
@@ -64,39 +75,46 @@ static void cache_put(vc_context *ctx, const char *key, vc_algo algo) {
     if (!t) return; /* the cache is an optimisation: forgetting is safe */
     ctx->tune = t, ctx->tune_cap = cap;
   }
-  snprintf(ctx->tune[ctx->tune_count].key, sizeof ctx->tune[0].key, "%s", key);
-  ctx->tune[ctx->tune_count++].algo = algo;
+  vc_tune_entry *e = &ctx->tune[ctx->tune_count++];
+  snprintf(e->key, sizeof e->key, "%s", key);
+  e->algo = algo;
+  e->file_algo = to_file ? algo : VC_ALGO_AUTO;
 }
 
-/* Lines "key algo"; unreadable or malformed lines are skipped. Called when the context is
- * created, so execute calls never read files or allocate for it. */
-/* The environment and the cache file, once per context (execute calls read neither). */
+/* The environment and the cache file, once per context (execute calls read neither, and
+ * never allocate for them). Cache lines are "key algo"; malformed lines are skipped. */
 void vc_tune_load(vc_context *ctx) {
   for (int pass = 0; pass < 3; pass++) {
     const char *e = getenv(pass_env[pass]);
-    snprintf(ctx->forced_algo[pass], sizeof ctx->forced_algo[pass], "%s", e ? e : "");
+    ctx->forced_algo[pass] = VC_ALGO_AUTO;
+    ctx->forced_invalid[pass][0] = 0;
+    if (e && *e && !parse_algo(e, &ctx->forced_algo[pass]))
+      snprintf(ctx->forced_invalid[pass], sizeof ctx->forced_invalid[pass], "%s", e);
   }
   const char *det = getenv("VOXCONV_DETERMINISTIC");
   ctx->deterministic = det && *det && strcmp(det, "0") != 0;
-  char path[1024], dir[900], line[512];
-  if (!cache_path(path, sizeof path, dir, sizeof dir)) return;
-  FILE *f = fopen(path, "r");
+  cache_path(ctx->cache_file);
+  if (!ctx->cache_file[0]) return;
+  FILE *f = fopen(ctx->cache_file, "r");
   if (!f) return;
+  char line[512];
   while (fgets(line, sizeof line, f)) {
     char *sp = strrchr(line, ' ');
     vc_algo algo;
     if (!sp) continue;
     *sp = 0;
     sp[1 + strcspn(sp + 1, "\r\n")] = 0;
-    if (parse_algo(sp + 1, &algo) && strlen(line) < sizeof ctx->tune[0].key) cache_put(ctx, line, algo);
+    if (parse_algo(sp + 1, &algo) && strlen(line) < sizeof ctx->tune[0].key) cache_put(ctx, line, algo, true);
   }
   fclose(f);
 }
 
 static vc_status cache_save(vc_context *ctx) {
-  char path[1024], dir[900], tmp[1100];
-  if (!cache_path(path, sizeof path, dir, sizeof dir))
-    return vc_fail(ctx, VC_ERR_IO, "vc_conv_tune: no cache directory (set VOXCONV_CACHE_DIR or HOME)");
+  const char *path = ctx->cache_file;
+  char dir[1024], tmp[1100];
+  if (!path[0]) return vc_fail(ctx, VC_ERR_IO, "vc_conv_tune: no cache directory (set VOXCONV_CACHE_DIR or HOME)");
+  snprintf(dir, sizeof dir, "%s", path);
+  *strrchr(dir, '/') = 0; /* path is dir + "/tune-v1.txt" */
   for (char *s = dir + 1; *s; s++) /* mkdir -p */
     if (*s == '/') {
       *s = 0;
@@ -108,7 +126,9 @@ static vc_status cache_save(vc_context *ctx) {
   snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
   FILE *f = fopen(tmp, "w");
   if (!f) return vc_fail(ctx, VC_ERR_IO, "vc_conv_tune: cannot write %s: %s", tmp, strerror(errno));
-  for (int i = 0; i < ctx->tune_count; i++) fprintf(f, "%s %s\n", ctx->tune[i].key, algo_names[ctx->tune[i].algo]);
+  for (int i = 0; i < ctx->tune_count; i++)
+    if (ctx->tune[i].file_algo != VC_ALGO_AUTO)
+      fprintf(f, "%s %s\n", ctx->tune[i].key, algo_names[ctx->tune[i].file_algo]);
   bool ok = fclose(f) == 0;
   if (!ok || rename(tmp, path) != 0) { /* rename makes the update atomic for readers */
     remove(tmp);
@@ -131,15 +151,13 @@ void vc_tune_release(vc_context *ctx) {
 
 static vc_status unsupported(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, vc_algo algo, vc_pass pass,
                              const char *why) {
-  static const char *enum_names[] = {"VC_ALGO_AUTO", "VC_ALGO_REFERENCE", "VC_ALGO_EXPLICIT", "VC_ALGO_IMPLICIT",
-                                     "VC_ALGO_MASKED", "VC_ALGO_GROUPED"};
-  char have[128] = "";
+  char have[128] = "", name[32];
   vc_algo list[8];
   int n_tunable, n = ctx->backend->algos(p, a, pass, list, &n_tunable);
   for (int i = 0; i < n; i++)
-    snprintf(have + strlen(have), sizeof have - strlen(have), "%s%s", i ? ", " : "", enum_names[list[i]]);
+    snprintf(have + strlen(have), sizeof have - strlen(have), "%s%s", i ? ", " : "", enum_name(list[i], name));
   return vc_fail(ctx, VC_ERR_UNSUPPORTED, "%s = %s is not available on the %s backend for %s (it has %s)", why,
-                 enum_names[algo], ctx->backend->name, pass_names[pass], have);
+                 enum_name(algo, name), ctx->backend->name, pass_names[pass], have);
 }
 
 vc_status vc_resolve_algo(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, vc_pass pass, vc_algo *out) {
@@ -149,19 +167,21 @@ vc_status vc_resolve_algo(vc_context *ctx, const vc_plan *p, const vc_conv_args 
     *out = a->algo;
     return VC_OK;
   }
-  const char *env = ctx->forced_algo[pass];
-  if (*env) {
-    vc_algo algo;
-    if (!parse_algo(env, &algo))
-      return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s = '%s' is not reference, explicit, implicit, masked or grouped",
-                     pass_env[pass], env);
-    if (!backend_has(p, a, pass, algo)) return unsupported(ctx, p, a, algo, pass, pass_env[pass]);
-    *out = algo;
+  if (ctx->forced_invalid[pass][0])
+    return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s = '%s' is not reference, explicit, implicit, masked or grouped",
+                   pass_env[pass], ctx->forced_invalid[pass]);
+  const vc_algo forced = ctx->forced_algo[pass];
+  if (forced != VC_ALGO_AUTO) {
+    if (!backend_has(p, a, pass, forced)) return unsupported(ctx, p, a, forced, pass, pass_env[pass]);
+    *out = forced;
     return VC_OK;
   }
-  char key[192];
-  tune_key(p, a, pass, key, sizeof key);
-  const vc_tune_entry *hit = cache_get(ctx, key);
+  const vc_tune_entry *hit = NULL;
+  if (ctx->tune_count > 0) {
+    char key[192];
+    tune_key(p, a, pass, key, sizeof key);
+    hit = cache_get(ctx, key);
+  }
   vc_algo pick = hit && backend_has(p, a, pass, hit->algo) ? hit->algo : be->heuristic(p, a, pass);
   if (ctx->deterministic && !be->deterministic(pick, pass)) {
     vc_algo list[8];
@@ -193,22 +213,30 @@ vc_status vc_conv_tune(vc_context *ctx, const vc_plan *p, const vc_conv_args *ar
   if (s == VC_OK) s = vc_check_pass(ctx, "vc_conv_tune", pass);
   if (s == VC_OK) s = vc_args_check(ctx, "vc_conv_tune", args, &a);
   if (s != VC_OK) return s;
-  vc_algo list[8], win = VC_ALGO_AUTO;
-  int n_tunable;
+  vc_algo list[8], cand[8];
+  int n_tunable, n = 0;
   ctx->backend->algos(p, &a, pass, list, &n_tunable);
-  double best_ms = INFINITY;
+  bool filtered = false; /* the determinism switch left a candidate out */
   for (int i = 0; i < n_tunable; i++) {
-    if (ctx->deterministic && !ctx->backend->deterministic(list[i], pass)) continue;
+    if (ctx->deterministic && !ctx->backend->deterministic(list[i], pass)) filtered = true;
+    else cand[n++] = list[i];
+  }
+  if (n == 0) return vc_fail(ctx, VC_ERR_INTERNAL, "vc_conv_tune: no candidate algorithm");
+  vc_algo win = cand[0];
+  double best_ms = INFINITY;
+  for (int i = 0; n > 1 && i < n; i++) { /* one candidate needs no timing */
     double ms;
-    a.algo = list[i];
+    a.algo = cand[i];
     s = ctx->backend->time_pass(ctx, p, &a, pass, stream, &ms);
     if (s != VC_OK) return s;
-    if (ms < best_ms) best_ms = ms, win = list[i];
+    if (ms < best_ms) best_ms = ms, win = cand[i];
   }
-  if (win == VC_ALGO_AUTO) return vc_fail(ctx, VC_ERR_INTERNAL, "vc_conv_tune: no candidate algorithm");
   if (best) *best = win;
+  /* The file is shared by every context under this key: only a race among all candidates
+   * may go there, or normal contexts would read back a deterministic context's choice. */
+  const bool to_file = n > 1 && !filtered;
   char key[192];
   tune_key(p, &a, pass, key, sizeof key);
-  cache_put(ctx, key, win);
-  return cache_save(ctx);
+  cache_put(ctx, key, win, to_file);
+  return to_file ? cache_save(ctx) : VC_OK;
 }

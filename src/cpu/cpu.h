@@ -74,8 +74,6 @@ vc_status vc_cpu_backward_weight(vc_context *ctx, const vc_plan *p, const vc_con
 int vc_cpu_algos(const vc_plan *p, const vc_conv_args *a, vc_pass pass, vc_algo out[8], int *n_tunable);
 vc_algo vc_cpu_heuristic(const vc_plan *p, const vc_conv_args *a, vc_pass pass);
 bool vc_cpu_deterministic(vc_algo algo, vc_pass pass);
-vc_status vc_cpu_time_pass(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, vc_pass pass, void *stream,
-                           double *ms);
 const char *vc_cpu_device_name(vc_context *ctx);
 
 #endif

@@ -131,7 +131,7 @@ class SparseConvTensor:
                              % (list(features.shape), list(indices.shape)))
         if features.device != indices.device:
             raise ValueError("voxconv: features on %s, indices on %s" % (features.device, indices.device))
-        self._features = features
+        self.features = features
         self.indices = indices
         self.spatial_shape = [int(s) for s in spatial_shape]
         if len(self.spatial_shape) != 3:
@@ -139,14 +139,6 @@ class SparseConvTensor:
         self.batch_size = int(batch_size)
         self.indice_dict = {} if indice_dict is None else indice_dict
         self.benchmark = benchmark
-
-    @property
-    def features(self):
-        return self._features
-
-    @features.setter
-    def features(self, value):
-        self._features = value
 
     def replace_feature(self, feature):
         """A tensor with the same indices and shared kernel maps, and new features."""
@@ -162,10 +154,10 @@ class SparseConvTensor:
 
     def dense(self, channels_first=True):
         """[B, C, D0, D1, D2] (or [B, D0, D1, D2, C]); zeros where no site is. Differentiable."""
-        c = self._features.shape[1]
-        out = self._features.new_zeros([self.batch_size] + self.spatial_shape + [c])
+        c = self.features.shape[1]
+        out = self.features.new_zeros([self.batch_size] + self.spatial_shape + [c])
         idx = self.indices.long()
-        out = out.index_put((idx[:, 0], idx[:, 1], idx[:, 2], idx[:, 3]), self._features)
+        out = out.index_put((idx[:, 0], idx[:, 1], idx[:, 2], idx[:, 3]), self.features)
         return out.permute(0, 4, 1, 2, 3).contiguous() if channels_first else out
 
     @classmethod
@@ -178,4 +170,4 @@ class SparseConvTensor:
 
     def __repr__(self):
         return "SparseConvTensor(features=%s %s, spatial_shape=%s, batch_size=%d)" % (
-            list(self._features.shape), self._features.dtype, self.spatial_shape, self.batch_size)
+            list(self.features.shape), self.features.dtype, self.spatial_shape, self.batch_size)
