@@ -36,6 +36,13 @@ const char *vc_pass_name(vc_pass p) {
   return (unsigned)p <= VC_PASS_BACKWARD_WEIGHT ? n[p] : "?";
 }
 
+void vc_desc_describe(char *buf, size_t len, const vc_conv_desc *d, int64_t n) {
+  snprintf(buf, len, "%s k=(%d,%d,%d) s=(%d,%d,%d) p=(%d,%d,%d) d=(%d,%d,%d) bound=(%d,%d,%d) n=%lld",
+           vc_kind_name(d->kind), d->kernel_size[0], d->kernel_size[1], d->kernel_size[2], d->stride[0], d->stride[1],
+           d->stride[2], d->padding[0], d->padding[1], d->padding[2], d->dilation[0], d->dilation[1], d->dilation[2],
+           d->output_bound[0], d->output_bound[1], d->output_bound[2], (long long)n);
+}
+
 void vc_rand_desc(vc_conv_desc *d, vc_conv_kind kind, int k, int s, int dil, bool aniso, int max_bound) {
   const bool subm = kind == VC_CONV_SUBMANIFOLD;
   vc_conv_desc_init(d, kind, k, subm ? 1 : s, -1, dil);

@@ -73,5 +73,7 @@ const char *vc_pass_name(vc_pass p);
  * kinds draw padding in [0, (kernel-1)*dilation] and, half the time per axis, an
  * output_bound in [0, max_bound]. */
 void vc_rand_desc(vc_conv_desc *d, vc_conv_kind kind, int k, int s, int dil, bool aniso, int max_bound);
+/* "kind k=(..) s=(..) p=(..) d=(..) bound=(..) n=N": every per-axis field of d, for messages. */
+void vc_desc_describe(char *buf, size_t len, const vc_conv_desc *d, int64_t n);
 
 #endif

@@ -160,13 +160,6 @@ static void remove_dir(const char *dir) {
 
 /* ---- geometry and plan pairs ------------------------------------------------------------ */
 
-static void desc_describe(char *buf, size_t len, const vc_conv_desc *d, int64_t n) {
-  snprintf(buf, len, "%s k=(%d,%d,%d) s=(%d,%d,%d) p=(%d,%d,%d) d=(%d,%d,%d) bound=(%d,%d,%d) n=%lld",
-           vc_kind_name(d->kind), d->kernel_size[0], d->kernel_size[1], d->kernel_size[2], d->stride[0], d->stride[1],
-           d->stride[2], d->padding[0], d->padding[1], d->padding[2], d->dilation[0], d->dilation[1], d->dilation[2],
-           d->output_bound[0], d->output_bound[1], d->output_bound[2], (long long)n);
-}
-
 /* A box [lo, hi] per axis that n sites in nb batches fill to about 40 %: full neighbourhoods
  * and holes both occur, and the box straddles zero so coordinates go negative. */
 static void box_for(int64_t n, int32_t nb, int32_t *lo, int32_t *hi) {
@@ -205,7 +198,7 @@ static bool pair_build(plan_pair *pp, vc_context *gctx, const vc_conv_desc *d, c
   memset(pp, 0, sizeof *pp);
   pp->desc = *d;
   pp->n = n;
-  desc_describe(pp->what, sizeof pp->what, d, n);
+  vc_desc_describe(pp->what, sizeof pp->what, d, n);
   pp->d_coords = dev_upload(coords, (size_t)n * 4 * sizeof *coords);
   const bool inverse = d->kind == VC_CONV_INVERSE;
   vc_conv_desc base = *d;
