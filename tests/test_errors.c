@@ -221,27 +221,22 @@ static void test_errors_context_null_out(void) {
   vc_context_destroy(NULL); /* destructors accept NULL */
 }
 
-static void test_errors_context_bad_kind(void) {
-  const int kinds[3] = {2, -1, 1000};
+/* vc_context_create must fail for each bad value of one argument (the kind, or the device
+ * of a CPU context), name it and its value, and leave *out NULL. */
+static void expect_context_fail(bool kind, const int bad[3]) {
+  const char *arg = kind ? "kind" : "device";
   for (int i = 0; i < 3; i++) {
     char needle[64];
-    snprintf(needle, sizeof needle, "kind = %d", kinds[i]);
+    snprintf(needle, sizeof needle, "%s = %d", arg, bad[i]);
     vc_context *c = (vc_context *)(void *)&plan_sentinel_byte;
-    EXPECT(NULL, vc_context_create((vc_device_kind)kinds[i], 0, &c), VC_ERR_INVALID_ARGUMENT, needle);
-    CHECK(c == NULL, "kind %d: *out = %p after failure", kinds[i], (void *)c);
+    EXPECT(NULL, vc_context_create(kind ? (vc_device_kind)bad[i] : VC_DEVICE_CPU, kind ? 0 : bad[i], &c),
+           VC_ERR_INVALID_ARGUMENT, needle);
+    CHECK(c == NULL, "%s %d: *out = %p after failure", arg, bad[i], (void *)c);
   }
 }
 
-static void test_errors_context_cpu_device(void) {
-  const int devs[3] = {1, -1, 7};
-  for (int i = 0; i < 3; i++) {
-    char needle[64];
-    snprintf(needle, sizeof needle, "device = %d", devs[i]);
-    vc_context *c = (vc_context *)(void *)&plan_sentinel_byte;
-    EXPECT(NULL, vc_context_create(VC_DEVICE_CPU, devs[i], &c), VC_ERR_INVALID_ARGUMENT, needle);
-    CHECK(c == NULL, "device %d: *out = %p after failure", devs[i], (void *)c);
-  }
-}
+static void test_errors_context_bad_kind(void) { expect_context_fail(true, (const int[3]){2, -1, 1000}); }
+static void test_errors_context_cpu_device(void) { expect_context_fail(false, (const int[3]){1, -1, 7}); }
 
 static void test_errors_context_cuda(void) {
   /* This build has no CUDA backend: UNSUPPORTED. A CUDA build on a machine without a GPU may
@@ -375,52 +370,40 @@ static void expect_bad_field(vc_context *ctx, const int32_t *c, int64_t n, vc_co
   expect_plan_fail(__FILE__, line, ctx, ctx, &d, c, n, NULL, VC_ERR_INVALID_ARGUMENT, needle);
 }
 
+/* expect_bad_field for each bad value of one field on every axis of each kind given. */
+static void expect_bad_values(const vc_conv_kind *kinds, int n_kinds, field f, const int32_t bad[3], const char *extra,
+                              int line) {
+  vc_context *ctx = cpu_ctx();
+  int32_t *c = box_coords(6);
+  for (int k = 0; k < n_kinds; k++)
+    for (int a = 0; a < 3; a++)
+      for (int i = 0; i < 3; i++) expect_bad_field(ctx, c, 6, kinds[k], f, a, bad[i], extra, line);
+  free(c);
+  vc_context_destroy(ctx);
+}
+
+/* The kinds that take coordinates (all but inverse), and the strided ones. */
+static const vc_conv_kind direct_kinds[3] = {VC_CONV_SUBMANIFOLD, VC_CONV_SPARSE, VC_CONV_TRANSPOSED};
+static const vc_conv_kind strided_kinds[2] = {VC_CONV_SPARSE, VC_CONV_TRANSPOSED};
+
 static void test_errors_plan_kernel_size(void) {
-  vc_context *ctx = cpu_ctx();
-  int32_t *c = box_coords(6);
-  const int32_t bad[3] = {0, 8, -3};
-  for (int k = 0; k < 4; k++) {
-    if (all_kinds[k] == VC_CONV_INVERSE) continue;
-    for (int a = 0; a < 3; a++)
-      for (int i = 0; i < 3; i++) expect_bad_field(ctx, c, 6, all_kinds[k], F_KERNEL, a, bad[i], " is outside [1, 7]", __LINE__);
-  }
-  free(c);
-  vc_context_destroy(ctx);
+  expect_bad_values(direct_kinds, 3, F_KERNEL, (const int32_t[3]){0, 8, -3}, " is outside [1, 7]", __LINE__);
 }
-
 static void test_errors_plan_stride(void) {
-  vc_context *ctx = cpu_ctx();
-  int32_t *c = box_coords(6);
-  const int32_t bad[3] = {0, 5, -1};
-  const vc_conv_kind kinds[2] = {VC_CONV_SPARSE, VC_CONV_TRANSPOSED};
-  for (int k = 0; k < 2; k++)
-    for (int a = 0; a < 3; a++)
-      for (int i = 0; i < 3; i++) expect_bad_field(ctx, c, 6, kinds[k], F_STRIDE, a, bad[i], " is outside [1, 4]", __LINE__);
-  free(c);
-  vc_context_destroy(ctx);
+  expect_bad_values(strided_kinds, 2, F_STRIDE, (const int32_t[3]){0, 5, -1}, " is outside [1, 4]", __LINE__);
 }
-
 static void test_errors_plan_dilation(void) {
-  vc_context *ctx = cpu_ctx();
-  int32_t *c = box_coords(6);
-  const int32_t bad[3] = {0, 5, -2};
-  for (int k = 0; k < 4; k++) {
-    if (all_kinds[k] == VC_CONV_INVERSE) continue;
-    for (int a = 0; a < 3; a++)
-      for (int i = 0; i < 3; i++) expect_bad_field(ctx, c, 6, all_kinds[k], F_DILATION, a, bad[i], " is outside [1, 4]", __LINE__);
-  }
-  free(c);
-  vc_context_destroy(ctx);
+  expect_bad_values(direct_kinds, 3, F_DILATION, (const int32_t[3]){0, 5, -2}, " is outside [1, 4]", __LINE__);
 }
 
 static void test_errors_plan_padding(void) {
   vc_context *ctx = cpu_ctx();
   int32_t *c = box_coords(6);
-  const vc_conv_kind kinds[2] = {VC_CONV_SPARSE, VC_CONV_TRANSPOSED};
   for (int k = 0; k < 2; k++)
     for (int a = 0; a < 3; a++) {
-      expect_bad_field(ctx, c, 6, kinds[k], F_PADDING, a, -1, " is outside", __LINE__);
-      expect_bad_field(ctx, c, 6, kinds[k], F_PADDING, a, 3, " is outside [0, (kernel_size-1)*dilation = 2]", __LINE__);
+      expect_bad_field(ctx, c, 6, strided_kinds[k], F_PADDING, a, -1, " is outside", __LINE__);
+      expect_bad_field(ctx, c, 6, strided_kinds[k], F_PADDING, a, 3, " is outside [0, (kernel_size-1)*dilation = 2]",
+                       __LINE__);
     }
   /* The bound scales with dilation: k 3, d 2 allows 4 but not 5. */
   vc_conv_desc d;
