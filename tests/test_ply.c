@@ -374,60 +374,56 @@ static void put_vertices(buf *b, int enc, int nv) {
   for (int i = 0; i < 3 * nv; i++) put_value(b, enc, tt("float"), i % 3 == 0 ? i : 0);
 }
 
+/* A binary body: nv vertices declared with `more` after their x, y, z; `put` vertices
+ * written, then the values of `after` (type NULL ends them). */
+typedef struct binary_case {
+  const char *what;
+  int nv;
+  const char *more;
+  int put;
+  struct {
+    const char *type;
+    double v;
+  } after[6];
+  const char *want;
+} binary_case;
+
+static const binary_case binary_cases[] = {
+    {"count", 2, "", 1, {{NULL, 0}},
+     "element 'vertex' declares 2 entries, more than the 12 bytes after the header can hold"},
+    {"short list", 1, FACE, 1, {{"uchar", 4}, {"int", 0}, {"int", 0}, {NULL, 0}}, "face 0: unexpected end of file"},
+    {"huge list", 1, "element face 1\nproperty list uint int vertex_indices\n", 1, {{"uint", 4000000000.0}, {NULL, 0}},
+     "face 0: unexpected end of file"},
+    {"negative list", 1, "element face 1\nproperty list char int vertex_indices\n", 1, {{"char", -1}, {NULL, 0}},
+     "face 0: negative list count -1"},
+    {"index", 3, "element face 1\nproperty list uchar ushort vertex_indices\n", 3,
+     {{"uchar", 3}, {"ushort", 0}, {"ushort", 2}, {"ushort", 65535}, {NULL, 0}},
+     "face 0: vertex index 65535 is outside [0, 3)"},
+    {"negative index", 3, FACE, 3, {{"uchar", 3}, {"int", 0}, {"int", -2147483648.0}, {"int", 1}, {NULL, 0}},
+     "face 0: vertex index -2147483648 is outside [0, 3)"},
+    /* Lists consume more than their minimum, so a scalar element after them runs short. */
+    {"skipped element", 1, FACE "element junk 2\nproperty float a\n", 1,
+     {{"uchar", 3}, {"int", 0}, {"int", 0}, {"int", 0}, {"float", 1}, {NULL, 0}}, "junk 1: unexpected end of file"},
+    {"not finite", 2, "", 1, {{"float", 1}, {"float", 2}, {"float", NAN}, {NULL, 0}},
+     "vertex 1: coordinate is not finite"},
+    {"not finite", 2, "", 1, {{"float", 1}, {"float", 2}, {"float", INFINITY}, {NULL, 0}},
+     "vertex 1: coordinate is not finite"},
+    {"not finite", 2, "", 1, {{"float", 1}, {"float", 2}, {"float", -INFINITY}, {NULL, 0}},
+     "vertex 1: coordinate is not finite"},
+};
+
 static void test_ply_errors_binary(void) {
   for (int enc = ENC_LE; enc <= ENC_BE; enc++) {
     buf b = {0};
-    binary_header(&b, enc, 2, "");
-    put_vertices(&b, enc, 1);
-    expect_parse_error("count", b.d, b.n, "element 'vertex' declares 2 entries, more than the 12 bytes after the header can hold");
-
-    b.n = 0;
-    binary_header(&b, enc, 1, "element face 1\nproperty list uchar int vertex_indices\n");
-    put_vertices(&b, enc, 1);
-    put_value(&b, enc, tt("uchar"), 4);
-    put_value(&b, enc, tt("int"), 0);
-    put_value(&b, enc, tt("int"), 0);
-    expect_parse_error("short list", b.d, b.n, "face 0: unexpected end of file");
-
-    b.n = 0;
-    binary_header(&b, enc, 1, "element face 1\nproperty list uint int vertex_indices\n");
-    put_vertices(&b, enc, 1);
-    put_value(&b, enc, tt("uint"), 4000000000.0);
-    expect_parse_error("huge list", b.d, b.n, "face 0: unexpected end of file");
-
-    b.n = 0;
-    binary_header(&b, enc, 1, "element face 1\nproperty list char int vertex_indices\n");
-    put_vertices(&b, enc, 1);
-    put_value(&b, enc, tt("char"), -1);
-    expect_parse_error("negative list", b.d, b.n, "face 0: negative list count -1");
-
-    b.n = 0;
-    binary_header(&b, enc, 3, "element face 1\nproperty list uchar ushort vertex_indices\n");
-    put_vertices(&b, enc, 3);
-    put_value(&b, enc, tt("uchar"), 3);
-    put_value(&b, enc, tt("ushort"), 0);
-    put_value(&b, enc, tt("ushort"), 2);
-    put_value(&b, enc, tt("ushort"), 65535);
-    expect_parse_error("index", b.d, b.n, "face 0: vertex index 65535 is outside [0, 3)");
-
-    b.n = 0;
-    binary_header(&b, enc, 3, "element face 1\nproperty list uchar int vertex_indices\n");
-    put_vertices(&b, enc, 3);
-    put_value(&b, enc, tt("uchar"), 3);
-    put_value(&b, enc, tt("int"), 0);
-    put_value(&b, enc, tt("int"), -2147483648.0);
-    put_value(&b, enc, tt("int"), 1);
-    expect_parse_error("negative index", b.d, b.n, "face 0: vertex index -2147483648 is outside [0, 3)");
-
-    /* Lists consume more than their minimum, so a scalar element after them runs short. */
-    b.n = 0;
-    binary_header(&b, enc, 1, "element face 1\nproperty list uchar int vertex_indices\nelement junk 2\nproperty float a\n");
-    put_vertices(&b, enc, 1);
-    put_value(&b, enc, tt("uchar"), 3);
-    for (int k = 0; k < 3; k++) put_value(&b, enc, tt("int"), 0);
-    put_value(&b, enc, tt("float"), 1);
-    expect_parse_error("skipped element", b.d, b.n, "junk 1: unexpected end of file");
-
+    for (size_t i = 0; i < sizeof binary_cases / sizeof *binary_cases; i++) {
+      const binary_case *bc = &binary_cases[i];
+      b.n = 0;
+      binary_header(&b, enc, bc->nv, bc->more);
+      put_vertices(&b, enc, bc->put);
+      for (int k = 0; bc->after[k].type; k++) put_value(&b, enc, tt(bc->after[k].type), bc->after[k].v);
+      expect_parse_error(bc->what, b.d, b.n, bc->want);
+    }
+    /* Lists inside the vertices (values between them, so not a table row): the second one runs short. */
     b.n = 0;
     binary_header(&b, enc, 2, "property list uchar double extra\n");
     put_vertices(&b, enc, 1);
@@ -435,17 +431,6 @@ static void test_ply_errors_binary(void) {
     put_vertices(&b, enc, 1);
     put_value(&b, enc, tt("uchar"), 1);
     expect_parse_error("skipped list", b.d, b.n, "vertex 1: unexpected end of file");
-
-    const double bad[3] = {NAN, INFINITY, -INFINITY};
-    for (int k = 0; k < 3; k++) {
-      b.n = 0;
-      binary_header(&b, enc, 2, "");
-      put_vertices(&b, enc, 1);
-      put_value(&b, enc, tt("float"), 1);
-      put_value(&b, enc, tt("float"), 2);
-      put_value(&b, enc, tt("float"), bad[k]);
-      expect_parse_error("not finite", b.d, b.n, "vertex 1: coordinate is not finite");
-    }
     free(b.d);
   }
 }
