@@ -24,28 +24,10 @@ static const vc_conv_kind all_kinds[4] = {VC_CONV_SUBMANIFOLD, VC_CONV_SPARSE, V
 
 /* ---- helpers ------------------------------------------------------------------------ */
 
-/* Overwrites the error slot of ctx (or the thread's slot) with a message no check looks for,
- * so a stale sentence from an earlier call can never satisfy the next check. */
-static void scrub(vc_context *ctx) {
-  if (ctx) {
-    vc_conv_desc d;
-    vc_conv_desc_init(&d, VC_CONV_SPARSE, 3, 2, 0, 1);
-    vc_plan *p = NULL;
-    vc_plan_create(ctx, &d, NULL, -7777, NULL, NULL, &p);
-    vc_plan_destroy(p);
-  } else {
-    vc_context *c = NULL;
-    vc_context_create((vc_device_kind)7777, 0, &c);
-    vc_context_destroy(c);
-  }
-  CHECK(vc_test_contains(vc_last_error(ctx), "7777"), "scrub did not overwrite the error slot: '%s'",
-        vc_last_error(ctx));
-}
-
 /* CHECK_STATUS on a freshly scrubbed slot: msgctx is where the error must be recorded. */
 #define EXPECT(msgctx, call, want, needle)                                                 \
   do {                                                                                     \
-    scrub(msgctx);                                                                         \
+    vc_test_scrub(msgctx);                                                                 \
     CHECK_STATUS(msgctx, call, want, needle);                                              \
   } while (0)
 
@@ -67,7 +49,7 @@ static void expect_plan_fail(const char *file, int line, vc_context *msgctx, vc_
                              const vc_conv_desc *d, const int32_t *coords, int64_t n, const vc_plan *paired,
                              vc_status want, const char *needle) {
   vc_plan *p = PLAN_SENTINEL;
-  scrub(msgctx);
+  vc_test_scrub(msgctx);
   vc_status s = vc_plan_create(ctx, d, coords, n, paired, NULL, &p);
   const char *msg = vc_last_error(msgctx);
   if (s != want)
@@ -242,7 +224,7 @@ static void test_errors_context_cuda(void) {
   /* This build has no CUDA backend: UNSUPPORTED. A CUDA build on a machine without a GPU may
    * answer VC_ERR_DEVICE instead; a CUDA build with a GPU succeeds (nothing to check then). */
   vc_context *c = (vc_context *)(void *)&plan_sentinel_byte;
-  scrub(NULL);
+  vc_test_scrub(NULL);
   vc_status s = vc_context_create(VC_DEVICE_CUDA, 0, &c);
   if (s == VC_OK) {
     vc_context_destroy(c);
@@ -810,7 +792,7 @@ static void test_errors_exec_plan_other_context(void) {
 static bool expect_bad_args(fixture *f, const vc_conv_args *a, vc_status want, const char *needle, int line) {
   size_t bytes = 12345;
   bool ok = true;
-  scrub(f->ctx);
+  vc_test_scrub(f->ctx);
   vc_status s = vc_conv_workspace_size(f->plan, a, VC_PASS_FORWARD, &bytes);
   if (s != want || !vc_test_contains(vc_last_error(f->ctx), needle)) {
     vc_test_fail(__FILE__, line, "workspace_size", "vc_conv_workspace_size: %s, '%s' (expected %s, '%s')",
@@ -819,7 +801,7 @@ static bool expect_bad_args(fixture *f, const vc_conv_args *a, vc_status want, c
   }
   for (int pass = 0; pass < 3; pass++) {
     fx_arm(f);
-    scrub(f->ctx);
+    vc_test_scrub(f->ctx);
     s = run((vc_pass)pass, f->ctx, f->plan, a, fx_io(f), f->ws, f->ws_bytes);
     if (s != want || !vc_test_contains(vc_last_error(f->ctx), needle)) {
       vc_test_fail(__FILE__, line, pass_fn[pass], "%s: %s, '%s' (expected %s, '%s')", pass_fn[pass],

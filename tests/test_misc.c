@@ -214,18 +214,10 @@ static void test_misc_half_known_values(void) {
 
 /* ---- conversion helpers: argument errors ---------------------------------------------- */
 
-/* Puts a message no check looks for into the thread's slot (the helpers have no context). */
-static void scrub_thread_error(void) {
-  vc_context *c = NULL;
-  vc_context_create((vc_device_kind)7777, 0, &c);
-  vc_context_destroy(c);
-  CHECK(vc_test_contains(vc_last_error(NULL), "7777"), "scrub failed: '%s'", vc_last_error(NULL));
-}
-
 #define EXPECT_CONVERT(call, needle)                                                       \
   do {                                                                                     \
     memset(dst, 0x77, sizeof dst);                                                         \
-    scrub_thread_error();                                                                  \
+    vc_test_scrub(NULL); /* the helpers have no context */                                 \
     CHECK_STATUS(NULL, call, VC_ERR_INVALID_ARGUMENT, needle);                             \
     for (size_t i_ = 0; i_ < sizeof dst; i_++)                                             \
       if (dst[i_] != 0x77) {                                                               \

@@ -74,6 +74,22 @@ int vc_test_summary(const vc_test_runner *r) {
 
 bool vc_test_contains(const char *hay, const char *needle) { return hay && needle && strstr(hay, needle); }
 
+void vc_test_scrub(vc_context *ctx) {
+  if (ctx) {
+    vc_conv_desc d;
+    vc_conv_desc_init(&d, VC_CONV_SPARSE, 3, 2, 0, 1);
+    vc_plan *p = NULL;
+    vc_plan_create(ctx, &d, NULL, -7777, NULL, NULL, &p);
+    vc_plan_destroy(p);
+  } else {
+    vc_context *c = NULL;
+    vc_context_create((vc_device_kind)7777, 0, &c);
+    vc_context_destroy(c);
+  }
+  CHECK(vc_test_contains(vc_last_error(ctx), "7777"), "scrub did not overwrite the error slot: '%s'",
+        vc_last_error(ctx));
+}
+
 bool vc_test_in_child(bool (*check)(void *), void *arg) {
   fflush(stdout);
   fflush(stderr);

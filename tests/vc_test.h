@@ -69,6 +69,9 @@ int vc_test_summary(const vc_test_runner *r);
   } while (0)
 
 bool vc_test_contains(const char *hay, const char *needle);
+/* Overwrites the error slot of ctx (or the thread's slot when ctx is NULL) with a message no
+ * check looks for, so a stale sentence from an earlier call can never satisfy the next check. */
+void vc_test_scrub(vc_context *ctx);
 /* Runs check(arg) in a child process and returns its verdict, so that undefined behaviour
  * caught by a sanitizer (which aborts) fails one test instead of ending the suite. */
 bool vc_test_in_child(bool (*check)(void *), void *arg);
