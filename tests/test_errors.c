@@ -4,11 +4,8 @@
 #include "vc_test.h"
 
 #include <malloc.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #if defined(__SANITIZE_ADDRESS__)
 #define VC_TEST_ASAN 1

@@ -2,13 +2,9 @@
  * helpers' argument errors, status texts, version, descriptor defaults, dtype sizes. */
 #include "vc_test.h"
 
-#include <float.h>
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 static uint32_t f32_bits(float f) {
   uint32_t u;
