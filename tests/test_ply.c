@@ -235,13 +235,18 @@ static void test_ply_points_only(void) {
 
 /* ---- parse errors, exact messages ------------------------------------------------------------ */
 
+/* A call that must fail (rc -1) with exactly the message `want`. */
+static void expect_msg(const char *what, int rc, const char *err, const char *want) {
+  CHECK(rc == -1, "%s succeeded (expected '%s')", what, want);
+  CHECK(!strcmp(err, want), "%s: message\n      '%s', expected\n      '%s'", what, err, want);
+}
+
 static void expect_parse_error(const char *what, const void *data, size_t len, const char *want) {
   vc_ply p;
   memset(&p, 0x5a, sizeof p);
   char err[256] = "(no message)";
   int rc = vc_ply_parse(data, len, &p, err, sizeof err);
-  CHECK(rc == -1, "%s: parsed (expected '%s')", what, want);
-  CHECK(!strcmp(err, want), "%s: message\n      '%s', expected\n      '%s'", what, err, want);
+  expect_msg(what, rc, err, want);
   CHECK(p.xyz == NULL && p.tris == NULL && p.n_vertices == 0 && p.n_tris == 0, "%s: *out not zeroed", what);
   if (rc == 0) vc_ply_free(&p);
 }
@@ -447,11 +452,6 @@ static void tmp_file(char *path, size_t cap) {
   if (fd >= 0) close(fd);
 }
 
-static void expect_msg(const char *what, int rc, const char *err, const char *want) {
-  CHECK(rc == -1, "%s succeeded (expected '%s')", what, want);
-  CHECK(!strcmp(err, want), "%s: message\n      '%s', expected\n      '%s'", what, err, want);
-}
-
 static void test_ply_file_errors(void) {
   char path[512], want[256], err[256];
   vc_ply p;
@@ -483,6 +483,14 @@ static void test_ply_file_errors(void) {
 
 /* ---- voxelisation ------------------------------------------------------------------------------ */
 
+/* The lexicographic order of (i, j, k) cells. */
+static int cmp_cell(const void *a, const void *b) {
+  const int32_t *x = a, *y = b;
+  for (int k = 0; k < 3; k++)
+    if (x[k] != y[k]) return x[k] < y[k] ? -1 : 1;
+  return 0;
+}
+
 /* Voxelises and checks the shape of the result: batch column, strictly ascending (i, j, k). */
 static int32_t *voxelize_ok(const vc_ply *p, double size, int32_t batch, int64_t *n) {
   int32_t *c = NULL;
@@ -496,8 +504,7 @@ static int32_t *voxelize_ok(const vc_ply *p, double size, int32_t batch, int64_t
   for (int64_t i = 0; i < *n; i++) {
     CHECK(c[4 * i] == batch, "row %lld batch %d", (long long)i, c[4 * i]);
     if (i) {
-      const int32_t *a = c + 4 * (i - 1), *b = c + 4 * i;
-      bool asc = a[1] < b[1] || (a[1] == b[1] && (a[2] < b[2] || (a[2] == b[2] && a[3] < b[3])));
+      bool asc = cmp_cell(c + 4 * (i - 1) + 1, c + 4 * i + 1) < 0;
       CHECK(asc, "rows %lld and %lld out of order or repeated", (long long)i - 1, (long long)i);
       if (!asc) break;
     }
@@ -507,15 +514,15 @@ static int32_t *voxelize_ok(const vc_ply *p, double size, int32_t batch, int64_t
 
 /* Whether (i, j, k) is a site (binary search of the ascending rows). */
 static bool has_site(const int32_t *c, int64_t n, int64_t i, int64_t j, int64_t k) {
+  if (i != (int32_t)i || j != (int32_t)j || k != (int32_t)k) return false; /* past int32: no site */
+  const int32_t key[3] = {(int32_t)i, (int32_t)j, (int32_t)k};
   int64_t lo = 0, hi = n;
   while (lo < hi) {
     int64_t mid = (lo + hi) / 2;
-    const int32_t *r = c + 4 * mid;
-    bool less = r[1] < i || (r[1] == i && (r[2] < j || (r[2] == j && r[3] < k)));
-    if (less) lo = mid + 1;
+    if (cmp_cell(c + 4 * mid + 1, key) < 0) lo = mid + 1;
     else hi = mid;
   }
-  return lo < n && c[4 * lo + 1] == i && c[4 * lo + 2] == j && c[4 * lo + 3] == k;
+  return lo < n && cmp_cell(c + 4 * lo + 1, key) == 0;
 }
 
 /* Akenine-Moeller's separating-axis test of a triangle (voxel units) against the box
@@ -836,13 +843,6 @@ static void test_ply_voxelize_closed_octahedra_have_no_holes(void) {
 }
 
 /* Points alone: the unique floor cells, sorted, compared with a direct computation. */
-static int cmp_cell(const void *a, const void *b) {
-  const int32_t *x = a, *y = b;
-  for (int k = 0; k < 3; k++)
-    if (x[k] != y[k]) return x[k] < y[k] ? -1 : 1;
-  return 0;
-}
-
 static void test_ply_voxelize_points(void) {
   enum { N = 3000 };
   double *xyz = malloc(sizeof(double) * 3 * N);
