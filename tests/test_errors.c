@@ -171,12 +171,14 @@ static void fx_arm(fixture *f) {
   memcpy(f->snap, f->arena, f->arena_bytes);
 }
 
-static void fx_check_untouched(fixture *f, const char *call, const char *file, int line) {
-  if (memcmp(f->snap, f->arena, f->arena_bytes) == 0) return;
+/* True when the arena is as fx_arm left it; else records a failure naming the first change. */
+static bool fx_check_untouched(fixture *f, const char *call, const char *file, int line) {
+  if (memcmp(f->snap, f->arena, f->arena_bytes) == 0) return true;
   size_t i = 0;
   while (i < f->arena_bytes && f->snap[i] == ((unsigned char *)f->arena)[i]) i++;
   vc_test_fail(file, line, "arena unchanged", "%s failed but changed tensor memory at float %zu of %zu", call,
                i / sizeof(float), f->arena_bytes / sizeof(float));
+  return false;
 }
 
 /* EXPECT for an execute call on the fixture, plus: it wrote nothing. */
@@ -805,8 +807,7 @@ static bool expect_bad_args(fixture *f, const vc_conv_args *a, vc_status want, c
                    vc_status_string(s), vc_last_error(f->ctx), vc_status_string(want), needle);
       ok = false;
     }
-    ok = ok && memcmp(f->snap, f->arena, f->arena_bytes) == 0;
-    fx_check_untouched(f, pass_fn[pass], __FILE__, line);
+    if (!fx_check_untouched(f, pass_fn[pass], __FILE__, line)) ok = false;
   }
   return ok;
 }
