@@ -110,6 +110,16 @@ static void test_misc_bf16_all_patterns(void) { check_all_patterns(VC_DTYPE_BF16
 
 /* ---- float -> half/bf16 rounding on many floats ---------------------------------------- */
 
+/* The bits of an exact tie between patterns h and h + 1 of t, h random in [0, max_h]; with
+ * `neighbour`, of the float one ulp either side of it. */
+static uint32_t tie_bits(const table *t, int max_h, const char *name, bool neighbour) {
+  int h = vc_rand_int(0, max_h);
+  float x = (float)((t->v[h] + t->v[h + 1]) / 2);
+  CHECK((double)x == (t->v[h] + t->v[h + 1]) / 2, "%s midpoint %d is not a float", name, h);
+  if (neighbour) x = nextafterf(x, (vc_rand_u64() & 1) ? INFINITY : 0.0f);
+  return f32_bits(x);
+}
+
 /* Floats that exercise every rounding region: random bits (all exponents, NaNs, infs),
  * dense sampling of each format's range, exact ties and their neighbours, subnormals. */
 static float *rounding_inputs(int64_t *count) {
@@ -132,22 +142,12 @@ static float *rounding_inputs(int64_t *count) {
     case 1: /* exponents around the half range, random mantissa */
       u = sign | ((uint32_t)vc_rand_int(127 - 27, 127 + 17) << 23) | ((uint32_t)vc_rand_u64() & 0x7fffff);
       break;
-    case 2: case 3: { /* an exact half tie, or one float ulp either side of it */
-      int h = vc_rand_int(0, 0x7bff);
-      float t = (float)((half_tab.v[h] + half_tab.v[h + 1]) / 2);
-      CHECK((double)t == (half_tab.v[h] + half_tab.v[h + 1]) / 2, "half midpoint %d is not a float", h);
-      if (i % 7 == 3) t = nextafterf(t, (vc_rand_u64() & 1) ? INFINITY : 0.0f);
-      u = sign | f32_bits(t);
+    case 2: case 3: /* an exact half tie, or one float ulp either side of it */
+      u = sign | tie_bits(&half_tab, 0x7bff, "half", i % 7 == 3);
       break;
-    }
-    case 4: case 5: { /* an exact bf16 tie (all exponents, subnormals too), or a neighbour */
-      int h = vc_rand_int(0, 0x7f7f);
-      float t = (float)((bf16_tab.v[h] + bf16_tab.v[h + 1]) / 2);
-      CHECK((double)t == (bf16_tab.v[h] + bf16_tab.v[h + 1]) / 2, "bf16 midpoint %d is not a float", h);
-      if (i % 7 == 5) t = nextafterf(t, (vc_rand_u64() & 1) ? INFINITY : 0.0f);
-      u = sign | f32_bits(t);
+    case 4: case 5: /* an exact bf16 tie (all exponents, subnormals too), or a neighbour */
+      u = sign | tie_bits(&bf16_tab, 0x7f7f, "bf16", i % 7 == 5);
       break;
-    }
     default: /* f32 subnormals, and the half subnormal range */
       u = (vc_rand_u64() & 1) ? sign | ((uint32_t)vc_rand_u64() & 0x7fffff)
                               : sign | ((uint32_t)vc_rand_int(127 - 26, 127 - 14) << 23) |
