@@ -4,11 +4,8 @@
 #include "vc_test.h"
 
 #include <malloc.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #if defined(__SANITIZE_ADDRESS__)
 #define VC_TEST_ASAN 1
@@ -24,28 +21,10 @@ static const vc_conv_kind all_kinds[4] = {VC_CONV_SUBMANIFOLD, VC_CONV_SPARSE, V
 
 /* ---- helpers ------------------------------------------------------------------------ */
 
-/* Overwrites the error slot of ctx (or the thread's slot) with a message no check looks for,
- * so a stale sentence from an earlier call can never satisfy the next check. */
-static void scrub(vc_context *ctx) {
-  if (ctx) {
-    vc_conv_desc d;
-    vc_conv_desc_init(&d, VC_CONV_SPARSE, 3, 2, 0, 1);
-    vc_plan *p = NULL;
-    vc_plan_create(ctx, &d, NULL, -7777, NULL, NULL, &p);
-    vc_plan_destroy(p);
-  } else {
-    vc_context *c = NULL;
-    vc_context_create((vc_device_kind)7777, 0, &c);
-    vc_context_destroy(c);
-  }
-  CHECK(vc_test_contains(vc_last_error(ctx), "7777"), "scrub did not overwrite the error slot: '%s'",
-        vc_last_error(ctx));
-}
-
 /* CHECK_STATUS on a freshly scrubbed slot: msgctx is where the error must be recorded. */
 #define EXPECT(msgctx, call, want, needle)                                                 \
   do {                                                                                     \
-    scrub(msgctx);                                                                         \
+    vc_test_scrub(msgctx);                                                                 \
     CHECK_STATUS(msgctx, call, want, needle);                                              \
   } while (0)
 
@@ -67,7 +46,7 @@ static void expect_plan_fail(const char *file, int line, vc_context *msgctx, vc_
                              const vc_conv_desc *d, const int32_t *coords, int64_t n, const vc_plan *paired,
                              vc_status want, const char *needle) {
   vc_plan *p = PLAN_SENTINEL;
-  scrub(msgctx);
+  vc_test_scrub(msgctx);
   vc_status s = vc_plan_create(ctx, d, coords, n, paired, NULL, &p);
   const char *msg = vc_last_error(msgctx);
   if (s != want)
@@ -192,12 +171,14 @@ static void fx_arm(fixture *f) {
   memcpy(f->snap, f->arena, f->arena_bytes);
 }
 
-static void fx_check_untouched(fixture *f, const char *call, const char *file, int line) {
-  if (memcmp(f->snap, f->arena, f->arena_bytes) == 0) return;
+/* True when the arena is as fx_arm left it; else records a failure naming the first change. */
+static bool fx_check_untouched(fixture *f, const char *call, const char *file, int line) {
+  if (memcmp(f->snap, f->arena, f->arena_bytes) == 0) return true;
   size_t i = 0;
   while (i < f->arena_bytes && f->snap[i] == ((unsigned char *)f->arena)[i]) i++;
   vc_test_fail(file, line, "arena unchanged", "%s failed but changed tensor memory at float %zu of %zu", call,
                i / sizeof(float), f->arena_bytes / sizeof(float));
+  return false;
 }
 
 /* EXPECT for an execute call on the fixture, plus: it wrote nothing. */
@@ -221,33 +202,28 @@ static void test_errors_context_null_out(void) {
   vc_context_destroy(NULL); /* destructors accept NULL */
 }
 
-static void test_errors_context_bad_kind(void) {
-  const int kinds[3] = {2, -1, 1000};
+/* vc_context_create must fail for each bad value of one argument (the kind, or the device
+ * of a CPU context), name it and its value, and leave *out NULL. */
+static void expect_context_fail(bool kind, const int bad[3]) {
+  const char *arg = kind ? "kind" : "device";
   for (int i = 0; i < 3; i++) {
     char needle[64];
-    snprintf(needle, sizeof needle, "kind = %d", kinds[i]);
+    snprintf(needle, sizeof needle, "%s = %d", arg, bad[i]);
     vc_context *c = (vc_context *)(void *)&plan_sentinel_byte;
-    EXPECT(NULL, vc_context_create((vc_device_kind)kinds[i], 0, &c), VC_ERR_INVALID_ARGUMENT, needle);
-    CHECK(c == NULL, "kind %d: *out = %p after failure", kinds[i], (void *)c);
+    EXPECT(NULL, vc_context_create(kind ? (vc_device_kind)bad[i] : VC_DEVICE_CPU, kind ? 0 : bad[i], &c),
+           VC_ERR_INVALID_ARGUMENT, needle);
+    CHECK(c == NULL, "%s %d: *out = %p after failure", arg, bad[i], (void *)c);
   }
 }
 
-static void test_errors_context_cpu_device(void) {
-  const int devs[3] = {1, -1, 7};
-  for (int i = 0; i < 3; i++) {
-    char needle[64];
-    snprintf(needle, sizeof needle, "device = %d", devs[i]);
-    vc_context *c = (vc_context *)(void *)&plan_sentinel_byte;
-    EXPECT(NULL, vc_context_create(VC_DEVICE_CPU, devs[i], &c), VC_ERR_INVALID_ARGUMENT, needle);
-    CHECK(c == NULL, "device %d: *out = %p after failure", devs[i], (void *)c);
-  }
-}
+static void test_errors_context_bad_kind(void) { expect_context_fail(true, (const int[3]){2, -1, 1000}); }
+static void test_errors_context_cpu_device(void) { expect_context_fail(false, (const int[3]){1, -1, 7}); }
 
 static void test_errors_context_cuda(void) {
   /* This build has no CUDA backend: UNSUPPORTED. A CUDA build on a machine without a GPU may
    * answer VC_ERR_DEVICE instead; a CUDA build with a GPU succeeds (nothing to check then). */
   vc_context *c = (vc_context *)(void *)&plan_sentinel_byte;
-  scrub(NULL);
+  vc_test_scrub(NULL);
   vc_status s = vc_context_create(VC_DEVICE_CUDA, 0, &c);
   if (s == VC_OK) {
     vc_context_destroy(c);
@@ -375,52 +351,40 @@ static void expect_bad_field(vc_context *ctx, const int32_t *c, int64_t n, vc_co
   expect_plan_fail(__FILE__, line, ctx, ctx, &d, c, n, NULL, VC_ERR_INVALID_ARGUMENT, needle);
 }
 
+/* expect_bad_field for each bad value of one field on every axis of each kind given. */
+static void expect_bad_values(const vc_conv_kind *kinds, int n_kinds, field f, const int32_t bad[3], const char *extra,
+                              int line) {
+  vc_context *ctx = cpu_ctx();
+  int32_t *c = box_coords(6);
+  for (int k = 0; k < n_kinds; k++)
+    for (int a = 0; a < 3; a++)
+      for (int i = 0; i < 3; i++) expect_bad_field(ctx, c, 6, kinds[k], f, a, bad[i], extra, line);
+  free(c);
+  vc_context_destroy(ctx);
+}
+
+/* The kinds that take coordinates (all but inverse), and the strided ones. */
+static const vc_conv_kind direct_kinds[3] = {VC_CONV_SUBMANIFOLD, VC_CONV_SPARSE, VC_CONV_TRANSPOSED};
+static const vc_conv_kind strided_kinds[2] = {VC_CONV_SPARSE, VC_CONV_TRANSPOSED};
+
 static void test_errors_plan_kernel_size(void) {
-  vc_context *ctx = cpu_ctx();
-  int32_t *c = box_coords(6);
-  const int32_t bad[3] = {0, 8, -3};
-  for (int k = 0; k < 4; k++) {
-    if (all_kinds[k] == VC_CONV_INVERSE) continue;
-    for (int a = 0; a < 3; a++)
-      for (int i = 0; i < 3; i++) expect_bad_field(ctx, c, 6, all_kinds[k], F_KERNEL, a, bad[i], " is outside [1, 7]", __LINE__);
-  }
-  free(c);
-  vc_context_destroy(ctx);
+  expect_bad_values(direct_kinds, 3, F_KERNEL, (const int32_t[3]){0, 8, -3}, " is outside [1, 7]", __LINE__);
 }
-
 static void test_errors_plan_stride(void) {
-  vc_context *ctx = cpu_ctx();
-  int32_t *c = box_coords(6);
-  const int32_t bad[3] = {0, 5, -1};
-  const vc_conv_kind kinds[2] = {VC_CONV_SPARSE, VC_CONV_TRANSPOSED};
-  for (int k = 0; k < 2; k++)
-    for (int a = 0; a < 3; a++)
-      for (int i = 0; i < 3; i++) expect_bad_field(ctx, c, 6, kinds[k], F_STRIDE, a, bad[i], " is outside [1, 4]", __LINE__);
-  free(c);
-  vc_context_destroy(ctx);
+  expect_bad_values(strided_kinds, 2, F_STRIDE, (const int32_t[3]){0, 5, -1}, " is outside [1, 4]", __LINE__);
 }
-
 static void test_errors_plan_dilation(void) {
-  vc_context *ctx = cpu_ctx();
-  int32_t *c = box_coords(6);
-  const int32_t bad[3] = {0, 5, -2};
-  for (int k = 0; k < 4; k++) {
-    if (all_kinds[k] == VC_CONV_INVERSE) continue;
-    for (int a = 0; a < 3; a++)
-      for (int i = 0; i < 3; i++) expect_bad_field(ctx, c, 6, all_kinds[k], F_DILATION, a, bad[i], " is outside [1, 4]", __LINE__);
-  }
-  free(c);
-  vc_context_destroy(ctx);
+  expect_bad_values(direct_kinds, 3, F_DILATION, (const int32_t[3]){0, 5, -2}, " is outside [1, 4]", __LINE__);
 }
 
 static void test_errors_plan_padding(void) {
   vc_context *ctx = cpu_ctx();
   int32_t *c = box_coords(6);
-  const vc_conv_kind kinds[2] = {VC_CONV_SPARSE, VC_CONV_TRANSPOSED};
   for (int k = 0; k < 2; k++)
     for (int a = 0; a < 3; a++) {
-      expect_bad_field(ctx, c, 6, kinds[k], F_PADDING, a, -1, " is outside", __LINE__);
-      expect_bad_field(ctx, c, 6, kinds[k], F_PADDING, a, 3, " is outside [0, (kernel_size-1)*dilation = 2]", __LINE__);
+      expect_bad_field(ctx, c, 6, strided_kinds[k], F_PADDING, a, -1, " is outside", __LINE__);
+      expect_bad_field(ctx, c, 6, strided_kinds[k], F_PADDING, a, 3, " is outside [0, (kernel_size-1)*dilation = 2]",
+                       __LINE__);
     }
   /* The bound scales with dilation: k 3, d 2 allows 4 but not 5. */
   vc_conv_desc d;
@@ -827,7 +791,7 @@ static void test_errors_exec_plan_other_context(void) {
 static bool expect_bad_args(fixture *f, const vc_conv_args *a, vc_status want, const char *needle, int line) {
   size_t bytes = 12345;
   bool ok = true;
-  scrub(f->ctx);
+  vc_test_scrub(f->ctx);
   vc_status s = vc_conv_workspace_size(f->plan, a, VC_PASS_FORWARD, &bytes);
   if (s != want || !vc_test_contains(vc_last_error(f->ctx), needle)) {
     vc_test_fail(__FILE__, line, "workspace_size", "vc_conv_workspace_size: %s, '%s' (expected %s, '%s')",
@@ -836,15 +800,14 @@ static bool expect_bad_args(fixture *f, const vc_conv_args *a, vc_status want, c
   }
   for (int pass = 0; pass < 3; pass++) {
     fx_arm(f);
-    scrub(f->ctx);
+    vc_test_scrub(f->ctx);
     s = run((vc_pass)pass, f->ctx, f->plan, a, fx_io(f), f->ws, f->ws_bytes);
     if (s != want || !vc_test_contains(vc_last_error(f->ctx), needle)) {
       vc_test_fail(__FILE__, line, pass_fn[pass], "%s: %s, '%s' (expected %s, '%s')", pass_fn[pass],
                    vc_status_string(s), vc_last_error(f->ctx), vc_status_string(want), needle);
       ok = false;
     }
-    ok = ok && memcmp(f->snap, f->arena, f->arena_bytes) == 0;
-    fx_check_untouched(f, pass_fn[pass], __FILE__, line);
+    if (!fx_check_untouched(f, pass_fn[pass], __FILE__, line)) ok = false;
   }
   return ok;
 }

@@ -61,9 +61,7 @@ static void check_case(vc_conv_kind kind, int k, int s, int dil, bool aniso, int
   vc_conv_desc d;
   vc_rand_desc(&d, kind == VC_CONV_INVERSE ? VC_CONV_SPARSE : kind, k, s, dil, aniso, 6);
   char what[160];
-  snprintf(what, sizeof what, "%s k=(%d,%d,%d) s=%d pad=(%d,%d,%d) d=%d bound=(%d,%d,%d) n=%lld", vc_kind_name(kind),
-           d.kernel_size[0], d.kernel_size[1], d.kernel_size[2], s, d.padding[0], d.padding[1], d.padding[2], dil,
-           d.output_bound[0], d.output_bound[1], d.output_bound[2], (long long)n);
+  vc_desc_describe(what, sizeof what, &d, n);
   vc_plan *p = NULL;
   CHECK_OK(ctx, vc_plan_create(ctx, &d, coords, n, NULL, NULL, &p));
   if (p) {
@@ -72,6 +70,7 @@ static void check_case(vc_conv_kind kind, int k, int s, int dil, bool aniso, int
     if (ok && kind == VC_CONV_INVERSE) {
       vc_conv_desc di = d;
       di.kind = VC_CONV_INVERSE;
+      vc_desc_describe(what, sizeof what, &di, n);
       vc_plan *ip = NULL;
       CHECK_OK(ctx, vc_plan_create(ctx, &di, NULL, 0, p, NULL, &ip));
       if (ip) {

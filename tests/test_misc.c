@@ -2,13 +2,9 @@
  * helpers' argument errors, status texts, version, descriptor defaults, dtype sizes. */
 #include "vc_test.h"
 
-#include <float.h>
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 static uint32_t f32_bits(float f) {
   uint32_t u;
@@ -114,6 +110,16 @@ static void test_misc_bf16_all_patterns(void) { check_all_patterns(VC_DTYPE_BF16
 
 /* ---- float -> half/bf16 rounding on many floats ---------------------------------------- */
 
+/* The bits of an exact tie between patterns h and h + 1 of t, h random in [0, max_h]; with
+ * `neighbour`, of the float one ulp either side of it. */
+static uint32_t tie_bits(const table *t, int max_h, const char *name, bool neighbour) {
+  int h = vc_rand_int(0, max_h);
+  float x = (float)((t->v[h] + t->v[h + 1]) / 2);
+  CHECK((double)x == (t->v[h] + t->v[h + 1]) / 2, "%s midpoint %d is not a float", name, h);
+  if (neighbour) x = nextafterf(x, (vc_rand_u64() & 1) ? INFINITY : 0.0f);
+  return f32_bits(x);
+}
+
 /* Floats that exercise every rounding region: random bits (all exponents, NaNs, infs),
  * dense sampling of each format's range, exact ties and their neighbours, subnormals. */
 static float *rounding_inputs(int64_t *count) {
@@ -136,22 +142,12 @@ static float *rounding_inputs(int64_t *count) {
     case 1: /* exponents around the half range, random mantissa */
       u = sign | ((uint32_t)vc_rand_int(127 - 27, 127 + 17) << 23) | ((uint32_t)vc_rand_u64() & 0x7fffff);
       break;
-    case 2: case 3: { /* an exact half tie, or one float ulp either side of it */
-      int h = vc_rand_int(0, 0x7bff);
-      float t = (float)((half_tab.v[h] + half_tab.v[h + 1]) / 2);
-      CHECK((double)t == (half_tab.v[h] + half_tab.v[h + 1]) / 2, "half midpoint %d is not a float", h);
-      if (i % 7 == 3) t = nextafterf(t, (vc_rand_u64() & 1) ? INFINITY : 0.0f);
-      u = sign | f32_bits(t);
+    case 2: case 3: /* an exact half tie, or one float ulp either side of it */
+      u = sign | tie_bits(&half_tab, 0x7bff, "half", i % 7 == 3);
       break;
-    }
-    case 4: case 5: { /* an exact bf16 tie (all exponents, subnormals too), or a neighbour */
-      int h = vc_rand_int(0, 0x7f7f);
-      float t = (float)((bf16_tab.v[h] + bf16_tab.v[h + 1]) / 2);
-      CHECK((double)t == (bf16_tab.v[h] + bf16_tab.v[h + 1]) / 2, "bf16 midpoint %d is not a float", h);
-      if (i % 7 == 5) t = nextafterf(t, (vc_rand_u64() & 1) ? INFINITY : 0.0f);
-      u = sign | f32_bits(t);
+    case 4: case 5: /* an exact bf16 tie (all exponents, subnormals too), or a neighbour */
+      u = sign | tie_bits(&bf16_tab, 0x7f7f, "bf16", i % 7 == 5);
       break;
-    }
     default: /* f32 subnormals, and the half subnormal range */
       u = (vc_rand_u64() & 1) ? sign | ((uint32_t)vc_rand_u64() & 0x7fffff)
                               : sign | ((uint32_t)vc_rand_int(127 - 26, 127 - 14) << 23) |
@@ -214,18 +210,10 @@ static void test_misc_half_known_values(void) {
 
 /* ---- conversion helpers: argument errors ---------------------------------------------- */
 
-/* Puts a message no check looks for into the thread's slot (the helpers have no context). */
-static void scrub_thread_error(void) {
-  vc_context *c = NULL;
-  vc_context_create((vc_device_kind)7777, 0, &c);
-  vc_context_destroy(c);
-  CHECK(vc_test_contains(vc_last_error(NULL), "7777"), "scrub failed: '%s'", vc_last_error(NULL));
-}
-
 #define EXPECT_CONVERT(call, needle)                                                       \
   do {                                                                                     \
     memset(dst, 0x77, sizeof dst);                                                         \
-    scrub_thread_error();                                                                  \
+    vc_test_scrub(NULL); /* the helpers have no context */                                 \
     CHECK_STATUS(NULL, call, VC_ERR_INVALID_ARGUMENT, needle);                             \
     for (size_t i_ = 0; i_ < sizeof dst; i_++)                                             \
       if (dst[i_] != 0x77) {                                                               \

@@ -42,7 +42,7 @@ static void buf_printf(buf *b, const char *fmt, ...) {
 enum { ENC_ASCII, ENC_LE, ENC_BE };
 static const char *const enc_name[3] = {"ascii", "binary_little_endian", "binary_big_endian"};
 
-/* Every PLY type name, this file's own table (not the reader's). */
+/* Every PLY type name, this file's own table (not the reader's); the 12 integer types first. */
 typedef struct ttype {
   const char *name;
   int size;
@@ -172,14 +172,11 @@ static bool same_model(const vc_ply *p, const model *m) {
 
 /* ---- round trips ---------------------------------------------------------------------------- */
 
-static const char *const int_names[12] = {"char", "int8", "uchar", "uint8", "short", "int16",
-                                          "ushort", "uint16", "int", "int32", "uint", "uint32"};
-
 static void test_ply_round_trip_every_encoding_and_type(void) {
   int iter = 0;
   for (int enc = 0; enc < 3; enc++)
     for (int t = 0; t < 16; t++, iter++) {
-      const ttype *count_t = tt(int_names[iter % 12]), *index_t = tt(int_names[(iter * 5 + 3) % 12]);
+      const ttype *count_t = &ttypes[iter % 12], *index_t = &ttypes[(iter * 5 + 3) % 12]; /* integer types */
       buf b = {0};
       model m;
       build_model(&b, enc, &ttypes[t], count_t, index_t, iter % 2 ? "vertex_index" : "vertex_indices", &m);
@@ -238,13 +235,18 @@ static void test_ply_points_only(void) {
 
 /* ---- parse errors, exact messages ------------------------------------------------------------ */
 
+/* A call that must fail (rc -1) with exactly the message `want`. */
+static void expect_msg(const char *what, int rc, const char *err, const char *want) {
+  CHECK(rc == -1, "%s succeeded (expected '%s')", what, want);
+  CHECK(!strcmp(err, want), "%s: message\n      '%s', expected\n      '%s'", what, err, want);
+}
+
 static void expect_parse_error(const char *what, const void *data, size_t len, const char *want) {
   vc_ply p;
   memset(&p, 0x5a, sizeof p);
   char err[256] = "(no message)";
   int rc = vc_ply_parse(data, len, &p, err, sizeof err);
-  CHECK(rc == -1, "%s: parsed (expected '%s')", what, want);
-  CHECK(!strcmp(err, want), "%s: message\n      '%s', expected\n      '%s'", what, err, want);
+  expect_msg(what, rc, err, want);
   CHECK(p.xyz == NULL && p.tris == NULL && p.n_vertices == 0 && p.n_tris == 0, "%s: *out not zeroed", what);
   if (rc == 0) vc_ply_free(&p);
 }
@@ -374,60 +376,56 @@ static void put_vertices(buf *b, int enc, int nv) {
   for (int i = 0; i < 3 * nv; i++) put_value(b, enc, tt("float"), i % 3 == 0 ? i : 0);
 }
 
+/* A binary body: nv vertices declared with `more` after their x, y, z; `put` vertices
+ * written, then the values of `after` (type NULL ends them). */
+typedef struct binary_case {
+  const char *what;
+  int nv;
+  const char *more;
+  int put;
+  struct {
+    const char *type;
+    double v;
+  } after[6];
+  const char *want;
+} binary_case;
+
+static const binary_case binary_cases[] = {
+    {"count", 2, "", 1, {{NULL, 0}},
+     "element 'vertex' declares 2 entries, more than the 12 bytes after the header can hold"},
+    {"short list", 1, FACE, 1, {{"uchar", 4}, {"int", 0}, {"int", 0}, {NULL, 0}}, "face 0: unexpected end of file"},
+    {"huge list", 1, "element face 1\nproperty list uint int vertex_indices\n", 1, {{"uint", 4000000000.0}, {NULL, 0}},
+     "face 0: unexpected end of file"},
+    {"negative list", 1, "element face 1\nproperty list char int vertex_indices\n", 1, {{"char", -1}, {NULL, 0}},
+     "face 0: negative list count -1"},
+    {"index", 3, "element face 1\nproperty list uchar ushort vertex_indices\n", 3,
+     {{"uchar", 3}, {"ushort", 0}, {"ushort", 2}, {"ushort", 65535}, {NULL, 0}},
+     "face 0: vertex index 65535 is outside [0, 3)"},
+    {"negative index", 3, FACE, 3, {{"uchar", 3}, {"int", 0}, {"int", -2147483648.0}, {"int", 1}, {NULL, 0}},
+     "face 0: vertex index -2147483648 is outside [0, 3)"},
+    /* Lists consume more than their minimum, so a scalar element after them runs short. */
+    {"skipped element", 1, FACE "element junk 2\nproperty float a\n", 1,
+     {{"uchar", 3}, {"int", 0}, {"int", 0}, {"int", 0}, {"float", 1}, {NULL, 0}}, "junk 1: unexpected end of file"},
+    {"not finite", 2, "", 1, {{"float", 1}, {"float", 2}, {"float", NAN}, {NULL, 0}},
+     "vertex 1: coordinate is not finite"},
+    {"not finite", 2, "", 1, {{"float", 1}, {"float", 2}, {"float", INFINITY}, {NULL, 0}},
+     "vertex 1: coordinate is not finite"},
+    {"not finite", 2, "", 1, {{"float", 1}, {"float", 2}, {"float", -INFINITY}, {NULL, 0}},
+     "vertex 1: coordinate is not finite"},
+};
+
 static void test_ply_errors_binary(void) {
   for (int enc = ENC_LE; enc <= ENC_BE; enc++) {
     buf b = {0};
-    binary_header(&b, enc, 2, "");
-    put_vertices(&b, enc, 1);
-    expect_parse_error("count", b.d, b.n, "element 'vertex' declares 2 entries, more than the 12 bytes after the header can hold");
-
-    b.n = 0;
-    binary_header(&b, enc, 1, "element face 1\nproperty list uchar int vertex_indices\n");
-    put_vertices(&b, enc, 1);
-    put_value(&b, enc, tt("uchar"), 4);
-    put_value(&b, enc, tt("int"), 0);
-    put_value(&b, enc, tt("int"), 0);
-    expect_parse_error("short list", b.d, b.n, "face 0: unexpected end of file");
-
-    b.n = 0;
-    binary_header(&b, enc, 1, "element face 1\nproperty list uint int vertex_indices\n");
-    put_vertices(&b, enc, 1);
-    put_value(&b, enc, tt("uint"), 4000000000.0);
-    expect_parse_error("huge list", b.d, b.n, "face 0: unexpected end of file");
-
-    b.n = 0;
-    binary_header(&b, enc, 1, "element face 1\nproperty list char int vertex_indices\n");
-    put_vertices(&b, enc, 1);
-    put_value(&b, enc, tt("char"), -1);
-    expect_parse_error("negative list", b.d, b.n, "face 0: negative list count -1");
-
-    b.n = 0;
-    binary_header(&b, enc, 3, "element face 1\nproperty list uchar ushort vertex_indices\n");
-    put_vertices(&b, enc, 3);
-    put_value(&b, enc, tt("uchar"), 3);
-    put_value(&b, enc, tt("ushort"), 0);
-    put_value(&b, enc, tt("ushort"), 2);
-    put_value(&b, enc, tt("ushort"), 65535);
-    expect_parse_error("index", b.d, b.n, "face 0: vertex index 65535 is outside [0, 3)");
-
-    b.n = 0;
-    binary_header(&b, enc, 3, "element face 1\nproperty list uchar int vertex_indices\n");
-    put_vertices(&b, enc, 3);
-    put_value(&b, enc, tt("uchar"), 3);
-    put_value(&b, enc, tt("int"), 0);
-    put_value(&b, enc, tt("int"), -2147483648.0);
-    put_value(&b, enc, tt("int"), 1);
-    expect_parse_error("negative index", b.d, b.n, "face 0: vertex index -2147483648 is outside [0, 3)");
-
-    /* Lists consume more than their minimum, so a scalar element after them runs short. */
-    b.n = 0;
-    binary_header(&b, enc, 1, "element face 1\nproperty list uchar int vertex_indices\nelement junk 2\nproperty float a\n");
-    put_vertices(&b, enc, 1);
-    put_value(&b, enc, tt("uchar"), 3);
-    for (int k = 0; k < 3; k++) put_value(&b, enc, tt("int"), 0);
-    put_value(&b, enc, tt("float"), 1);
-    expect_parse_error("skipped element", b.d, b.n, "junk 1: unexpected end of file");
-
+    for (size_t i = 0; i < sizeof binary_cases / sizeof *binary_cases; i++) {
+      const binary_case *bc = &binary_cases[i];
+      b.n = 0;
+      binary_header(&b, enc, bc->nv, bc->more);
+      put_vertices(&b, enc, bc->put);
+      for (int k = 0; bc->after[k].type; k++) put_value(&b, enc, tt(bc->after[k].type), bc->after[k].v);
+      expect_parse_error(bc->what, b.d, b.n, bc->want);
+    }
+    /* Lists inside the vertices (values between them, so not a table row): the second one runs short. */
     b.n = 0;
     binary_header(&b, enc, 2, "property list uchar double extra\n");
     put_vertices(&b, enc, 1);
@@ -435,17 +433,6 @@ static void test_ply_errors_binary(void) {
     put_vertices(&b, enc, 1);
     put_value(&b, enc, tt("uchar"), 1);
     expect_parse_error("skipped list", b.d, b.n, "vertex 1: unexpected end of file");
-
-    const double bad[3] = {NAN, INFINITY, -INFINITY};
-    for (int k = 0; k < 3; k++) {
-      b.n = 0;
-      binary_header(&b, enc, 2, "");
-      put_vertices(&b, enc, 1);
-      put_value(&b, enc, tt("float"), 1);
-      put_value(&b, enc, tt("float"), 2);
-      put_value(&b, enc, tt("float"), bad[k]);
-      expect_parse_error("not finite", b.d, b.n, "vertex 1: coordinate is not finite");
-    }
     free(b.d);
   }
 }
@@ -463,11 +450,6 @@ static void tmp_file(char *path, size_t cap) {
   int fd = mkstemp(path);
   CHECK(fd >= 0, "mkstemp(%s): %s", path, strerror(errno));
   if (fd >= 0) close(fd);
-}
-
-static void expect_msg(const char *what, int rc, const char *err, const char *want) {
-  CHECK(rc == -1, "%s succeeded (expected '%s')", what, want);
-  CHECK(!strcmp(err, want), "%s: message\n      '%s', expected\n      '%s'", what, err, want);
 }
 
 static void test_ply_file_errors(void) {
@@ -501,6 +483,14 @@ static void test_ply_file_errors(void) {
 
 /* ---- voxelisation ------------------------------------------------------------------------------ */
 
+/* The lexicographic order of (i, j, k) cells. */
+static int cmp_cell(const void *a, const void *b) {
+  const int32_t *x = a, *y = b;
+  for (int k = 0; k < 3; k++)
+    if (x[k] != y[k]) return x[k] < y[k] ? -1 : 1;
+  return 0;
+}
+
 /* Voxelises and checks the shape of the result: batch column, strictly ascending (i, j, k). */
 static int32_t *voxelize_ok(const vc_ply *p, double size, int32_t batch, int64_t *n) {
   int32_t *c = NULL;
@@ -514,8 +504,7 @@ static int32_t *voxelize_ok(const vc_ply *p, double size, int32_t batch, int64_t
   for (int64_t i = 0; i < *n; i++) {
     CHECK(c[4 * i] == batch, "row %lld batch %d", (long long)i, c[4 * i]);
     if (i) {
-      const int32_t *a = c + 4 * (i - 1), *b = c + 4 * i;
-      bool asc = a[1] < b[1] || (a[1] == b[1] && (a[2] < b[2] || (a[2] == b[2] && a[3] < b[3])));
+      bool asc = cmp_cell(c + 4 * (i - 1) + 1, c + 4 * i + 1) < 0;
       CHECK(asc, "rows %lld and %lld out of order or repeated", (long long)i - 1, (long long)i);
       if (!asc) break;
     }
@@ -525,15 +514,15 @@ static int32_t *voxelize_ok(const vc_ply *p, double size, int32_t batch, int64_t
 
 /* Whether (i, j, k) is a site (binary search of the ascending rows). */
 static bool has_site(const int32_t *c, int64_t n, int64_t i, int64_t j, int64_t k) {
+  if (i != (int32_t)i || j != (int32_t)j || k != (int32_t)k) return false; /* past int32: no site */
+  const int32_t key[3] = {(int32_t)i, (int32_t)j, (int32_t)k};
   int64_t lo = 0, hi = n;
   while (lo < hi) {
     int64_t mid = (lo + hi) / 2;
-    const int32_t *r = c + 4 * mid;
-    bool less = r[1] < i || (r[1] == i && (r[2] < j || (r[2] == j && r[3] < k)));
-    if (less) lo = mid + 1;
+    if (cmp_cell(c + 4 * mid + 1, key) < 0) lo = mid + 1;
     else hi = mid;
   }
-  return lo < n && c[4 * lo + 1] == i && c[4 * lo + 2] == j && c[4 * lo + 3] == k;
+  return lo < n && cmp_cell(c + 4 * lo + 1, key) == 0;
 }
 
 /* Akenine-Moeller's separating-axis test of a triangle (voxel units) against the box
@@ -854,13 +843,6 @@ static void test_ply_voxelize_closed_octahedra_have_no_holes(void) {
 }
 
 /* Points alone: the unique floor cells, sorted, compared with a direct computation. */
-static int cmp_cell(const void *a, const void *b) {
-  const int32_t *x = a, *y = b;
-  for (int k = 0; k < 3; k++)
-    if (x[k] != y[k]) return x[k] < y[k] ? -1 : 1;
-  return 0;
-}
-
 static void test_ply_voxelize_points(void) {
   enum { N = 3000 };
   double *xyz = malloc(sizeof(double) * 3 * N);

@@ -1,14 +1,94 @@
-/* util.c — random data and comparisons for the tests. */
+/* util.c — the harness shared by vc_tests and vc_gpu_tests, random data and comparisons. */
 #include "vc_test.h"
 
 #include <math.h>
 #include <omp.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+/* ---- the harness ------------------------------------------------------------------------ */
+
+#define MAX_REPORTS 8 /* failures printed per case: one broken loop should not flood the log */
+static int failures;  /* of the running case */
+
+void vc_test_fail(const char *file, int line, const char *expr, const char *fmt, ...) {
+  if (++failures > MAX_REPORTS) {
+    if (failures == MAX_REPORTS + 1) fprintf(stderr, "  (more failures of this case not shown)\n");
+    return;
+  }
+  char msg[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "  %s:%d: CHECK(%s) failed: %s\n", file, line, expr, msg);
+}
+
+int vc_test_failures(void) { return failures; }
+
+void vc_test_reset_failures(void) { failures = 0; }
+
+static void vc_test_seed(uint64_t s);
+
+uint64_t vc_test_seed_from_env(void) {
+  const char *env = getenv("VC_TEST_SEED");
+  return env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL);
+}
+
+static double wall_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+static double cpu_ms(void) { return 1000.0 * (double)clock() / CLOCKS_PER_SEC; }
+
+void vc_test_run_cases(vc_test_runner *r, const vc_test_case *cases) {
+  for (size_t i = 0; cases[i].name; i++) {
+    const vc_test_case *t = &cases[i];
+    if ((r->filter && !strstr(t->name, r->filter)) || (r->skip && r->skip(t))) continue;
+    const uint64_t k = r->seed_by_index ? (uint64_t)(i + 1) : (uint64_t)(r->passed + r->failed + 1);
+    vc_test_seed(r->seed ^ k * 0x9e3779b97f4a7c15ull);
+    failures = 0;
+    const double t0 = r->wall_clock ? wall_ms() : cpu_ms();
+    t->fn();
+    const double ms = (r->wall_clock ? wall_ms() : cpu_ms()) - t0;
+    if (r->wall_clock) printf("%s %-*s %9.1f ms\n", failures ? "FAIL" : "ok  ", r->name_width, t->name, ms);
+    else printf("%s %-*s %8.1f ms cpu\n", failures ? "FAIL" : "ok  ", r->name_width, t->name, ms);
+    fflush(stdout);
+    if (failures) r->failed++;
+    else r->passed++;
+  }
+}
+
+int vc_test_summary(const vc_test_runner *r) {
+  printf("%d passed, %d failed\n", r->passed, r->failed);
+  return r->failed ? 1 : 0;
+}
+
+/* ---- checks ---------------------------------------------------------------------------- */
+
 bool vc_test_contains(const char *hay, const char *needle) { return hay && needle && strstr(hay, needle); }
+
+void vc_test_scrub(vc_context *ctx) {
+  if (ctx) {
+    vc_conv_desc d;
+    vc_conv_desc_init(&d, VC_CONV_SPARSE, 3, 2, 0, 1);
+    vc_plan *p = NULL;
+    vc_plan_create(ctx, &d, NULL, -7777, NULL, NULL, &p);
+    vc_plan_destroy(p);
+  } else {
+    vc_context *c = NULL;
+    vc_context_create((vc_device_kind)7777, 0, &c);
+    vc_context_destroy(c);
+  }
+  CHECK(vc_test_contains(vc_last_error(ctx), "7777"), "scrub did not overwrite the error slot: '%s'",
+        vc_last_error(ctx));
+}
 
 bool vc_test_in_child(bool (*check)(void *), void *arg) {
   fflush(stdout);
@@ -36,6 +116,13 @@ const char *vc_pass_name(vc_pass p) {
   return (unsigned)p <= VC_PASS_BACKWARD_WEIGHT ? n[p] : "?";
 }
 
+void vc_desc_describe(char *buf, size_t len, const vc_conv_desc *d, int64_t n) {
+  snprintf(buf, len, "%s k=(%d,%d,%d) s=(%d,%d,%d) p=(%d,%d,%d) d=(%d,%d,%d) bound=(%d,%d,%d) n=%lld",
+           vc_kind_name(d->kind), d->kernel_size[0], d->kernel_size[1], d->kernel_size[2], d->stride[0], d->stride[1],
+           d->stride[2], d->padding[0], d->padding[1], d->padding[2], d->dilation[0], d->dilation[1], d->dilation[2],
+           d->output_bound[0], d->output_bound[1], d->output_bound[2], (long long)n);
+}
+
 void vc_rand_desc(vc_conv_desc *d, vc_conv_kind kind, int k, int s, int dil, bool aniso, int max_bound) {
   const bool subm = kind == VC_CONV_SUBMANIFOLD;
   vc_conv_desc_init(d, kind, k, subm ? 1 : s, -1, dil);
@@ -53,7 +140,7 @@ void vc_rand_desc(vc_conv_desc *d, vc_conv_kind kind, int k, int s, int dil, boo
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
-void vc_test_seed(uint64_t s) { rng_state = s ? s : 0x9e3779b97f4a7c15ull; }
+static void vc_test_seed(uint64_t s) { rng_state = s ? s : 0x9e3779b97f4a7c15ull; }
 
 uint64_t vc_rand_u64(void) { /* xorshift64* */
   rng_state ^= rng_state >> 12;

@@ -1,5 +1,6 @@
 /* vc_test.h — the tiny test harness: CHECK records a failure and goes on; each test file
- * exports a NULL-terminated table of cases that main.c runs. */
+ * exports a NULL-terminated table of cases that main.c runs (tests/gpu/test_gpu.c has its
+ * own table and main, on the same runner). */
 #ifndef VC_TEST_H
 #define VC_TEST_H
 
@@ -14,8 +15,33 @@ typedef struct vc_test_case {
   void (*fn)(void);
 } vc_test_case;
 
+/* Records a failure of the running case; prints the first 8 of a case, then one line that
+ * more were not shown. */
 void vc_test_fail(const char *file, int line, const char *expr, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* Failures recorded since the last reset (the runner resets before each case). */
+int vc_test_failures(void);
+void vc_test_reset_failures(void);
+
+/* VC_TEST_SEED, or the time when it is unset. */
+uint64_t vc_test_seed_from_env(void);
+
+typedef struct vc_test_runner {
+  uint64_t seed;                       /* the run's VC_TEST_SEED */
+  const char *filter;                  /* runs only the names that contain it; NULL runs all */
+  bool (*skip)(const vc_test_case *t); /* true leaves a case out (vc_gpu_tests --small); may be NULL */
+  bool seed_by_index;                  /* a case's seed from its index in its table (vc_gpu_tests),
+                                          not from the number of cases run before it (vc_tests) */
+  bool wall_clock;                     /* times in wall ms (GPU work), not the process's CPU ms */
+  int name_width;                      /* of the name column */
+  int passed, failed;                  /* totals so far */
+} vc_test_runner;
+
+/* Runs the cases of a NULL-terminated table that filter and skip leave in, each on its own
+ * seed of the random data; prints "ok" or "FAIL", the name and the time; adds to the totals. */
+void vc_test_run_cases(vc_test_runner *r, const vc_test_case *cases);
+/* Prints "N passed, N failed" and returns the exit status: 1 when any failed. */
+int vc_test_summary(const vc_test_runner *r);
 
 /* CHECK(cond, "printf-style context", ...): on failure prints file:line, the expression
  * and the context, and marks the running test failed. */
@@ -43,6 +69,9 @@ void vc_test_fail(const char *file, int line, const char *expr, const char *fmt,
   } while (0)
 
 bool vc_test_contains(const char *hay, const char *needle);
+/* Overwrites the error slot of ctx (or the thread's slot when ctx is NULL) with a message no
+ * check looks for, so a stale sentence from an earlier call can never satisfy the next check. */
+void vc_test_scrub(vc_context *ctx);
 /* Runs check(arg) in a child process and returns its verdict, so that undefined behaviour
  * caught by a sanitizer (which aborts) fails one test instead of ending the suite. */
 bool vc_test_in_child(bool (*check)(void *), void *arg);
@@ -73,5 +102,7 @@ const char *vc_pass_name(vc_pass p);
  * kinds draw padding in [0, (kernel-1)*dilation] and, half the time per axis, an
  * output_bound in [0, max_bound]. */
 void vc_rand_desc(vc_conv_desc *d, vc_conv_kind kind, int k, int s, int dil, bool aniso, int max_bound);
+/* "kind k=(..) s=(..) p=(..) d=(..) bound=(..) n=N": every per-axis field of d, for messages. */
+void vc_desc_describe(char *buf, size_t len, const vc_conv_desc *d, int64_t n);
 
 #endif

@@ -61,10 +61,10 @@ static void run_passes(vc_context *ctx, const vc_plan *p) {
   free(x), free(y), free(w);
 }
 
-static int cmp_site(const void *a, const void *b) { return memcmp(a, b, 4 * sizeof(int32_t)); }
-
-/* Lexicographic (batch, x, y, z) for small non-negative and negative values alike. */
-static int site_order(const int32_t *a, const int32_t *b) {
+/* Lexicographic (batch, x, y, z) for small non-negative and negative values alike; a qsort
+ * and bsearch comparator too. */
+static int site_order(const void *pa, const void *pb) {
+  const int32_t *a = pa, *b = pb;
   for (int k = 0; k < 4; k++)
     if (a[k] != b[k]) return a[k] < b[k] ? -1 : 1;
   return 0;
@@ -93,12 +93,13 @@ static bool in_bound(const vc_conv_desc *d, const int64_t *p) {
   return true;
 }
 
-/* The pairs a kind's geometry reaches from input sites q[0..n), counted directly. */
-static int64_t brute_pairs(const vc_conv_desc *d, vc_conv_kind kind, const int32_t *q, int64_t n) {
+/* The pairs d's geometry reaches from input sites q[0..n), counted directly. */
+static int64_t brute_pairs(const vc_conv_desc *d, const int32_t *q, int64_t n) {
+  const vc_conv_kind kind = d->kind;
   int64_t K = (int64_t)d->kernel_size[0] * d->kernel_size[1] * d->kernel_size[2], count = 0;
   int32_t *sorted = malloc(((size_t)n + 1) * 4 * sizeof *sorted);
   memcpy(sorted, q, (size_t)n * 4 * sizeof *sorted);
-  qsort(sorted, (size_t)n, 4 * sizeof *sorted, cmp_site);
+  qsort(sorted, (size_t)n, 4 * sizeof *sorted, site_order);
   for (int64_t i = 0; i < n; i++)
     for (int64_t r = 0; r < K; r++) {
       int64_t o[3], p[3];
@@ -115,7 +116,7 @@ static int64_t brute_pairs(const vc_conv_desc *d, vc_conv_kind kind, const int32
       }
       if (kind == VC_CONV_SUBMANIFOLD) {
         int32_t key[4] = {q[4 * i], (int32_t)p[0], (int32_t)p[1], (int32_t)p[2]};
-        ok = bsearch(key, sorted, (size_t)n, 4 * sizeof *sorted, cmp_site) != NULL;
+        ok = bsearch(key, sorted, (size_t)n, 4 * sizeof *sorted, site_order) != NULL;
       } else {
         ok = ok && in_bound(d, p);
       }
@@ -143,9 +144,10 @@ static void inspect(vc_context *ctx, const vc_plan *p, const int32_t *in, int64_
       if (pin[e] < 0 || pin[e] >= n || pout[e] < 0 || pout[e] >= nout) abort();
       if (e > off[r] && pout[e] <= pout[e - 1]) abort();
       const int32_t *qi = in + 4 * (int64_t)pin[e], *po = oc + 4 * (int64_t)pout[e];
-      bool ok = d->kind == VC_CONV_TRANSPOSED ? reaches(d, qi, po, r)
-                : d->kind == VC_CONV_INVERSE  ? reaches(d, qi, po, r)  /* sparse output -> its input */
-                                              : reaches(d, po, qi, r); /* output reads input */
+      /* transposed: the input writes the output; inverse: the sparse output (this plan's input)
+       * reaches its input; submanifold and sparse: the output reads the input */
+      bool ok = d->kind == VC_CONV_TRANSPOSED || d->kind == VC_CONV_INVERSE ? reaches(d, qi, po, r)
+                                                                          : reaches(d, po, qi, r);
       if (!ok) abort();
       used[pout[e]] = 1;
     }
@@ -191,11 +193,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len) {
       int32_t *oc = malloc(((size_t)m + 1) * 4 * sizeof *oc);
       if (vc_plan_out_coords(sparse, oc, NULL) != VC_OK) abort();
       vc_plan_create(ctx, &d, flags & INVERSE_COORDS ? oc : NULL, m, sparse, NULL, &p);
-      if (p) inspect(ctx, p, oc, m, brute_pairs(vc_plan_desc(sparse), VC_CONV_SPARSE, coords, n), flags & RUN_PASSES);
+      if (p) inspect(ctx, p, oc, m, brute_pairs(vc_plan_desc(sparse), coords, n), flags & RUN_PASSES);
       free(oc);
     }
   } else if (vc_plan_create(ctx, &d, coords, n, NULL, NULL, &p) == VC_OK) {
-    inspect(ctx, p, coords, n, brute_pairs(vc_plan_desc(p), d.kind, coords, n), flags & RUN_PASSES);
+    inspect(ctx, p, coords, n, brute_pairs(vc_plan_desc(p), coords, n), flags & RUN_PASSES);
   }
   vc_plan_destroy(p);
   vc_plan_destroy(sparse);

@@ -20,32 +20,11 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-void vc_test_seed(uint64_t s); /* util.c */
-
-/* ---- harness --------------------------------------------------------------------------- */
-
-#define MAX_REPORTS 8 /* failures printed per case: one broken loop should not flood the log */
-static int g_failures; /* of the running case */
-
-void vc_test_fail(const char *file, int line, const char *expr, const char *fmt, ...) {
-  if (++g_failures > MAX_REPORTS) {
-    if (g_failures == MAX_REPORTS + 1) fprintf(stderr, "  (more failures of this case not shown)\n");
-    return;
-  }
-  char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "  %s:%d: CHECK(%s) failed: %s\n", file, line, expr, msg);
-}
 
 static double now_ms(void) {
   struct timespec t;
@@ -160,13 +139,6 @@ static void remove_dir(const char *dir) {
 
 /* ---- geometry and plan pairs ------------------------------------------------------------ */
 
-static void desc_describe(char *buf, size_t len, const vc_conv_desc *d, int64_t n) {
-  snprintf(buf, len, "%s k=(%d,%d,%d) s=(%d,%d,%d) p=(%d,%d,%d) d=(%d,%d,%d) bound=(%d,%d,%d) n=%lld",
-           vc_kind_name(d->kind), d->kernel_size[0], d->kernel_size[1], d->kernel_size[2], d->stride[0], d->stride[1],
-           d->stride[2], d->padding[0], d->padding[1], d->padding[2], d->dilation[0], d->dilation[1], d->dilation[2],
-           d->output_bound[0], d->output_bound[1], d->output_bound[2], (long long)n);
-}
-
 /* A box [lo, hi] per axis that n sites in nb batches fill to about 40 %: full neighbourhoods
  * and holes both occur, and the box straddles zero so coordinates go negative. */
 static void box_for(int64_t n, int32_t nb, int32_t *lo, int32_t *hi) {
@@ -205,7 +177,7 @@ static bool pair_build(plan_pair *pp, vc_context *gctx, const vc_conv_desc *d, c
   memset(pp, 0, sizeof *pp);
   pp->desc = *d;
   pp->n = n;
-  desc_describe(pp->what, sizeof pp->what, d, n);
+  vc_desc_describe(pp->what, sizeof pp->what, d, n);
   pp->d_coords = dev_upload(coords, (size_t)n * 4 * sizeof *coords);
   const bool inverse = d->kind == VC_CONV_INVERSE;
   vc_conv_desc base = *d;
@@ -1188,29 +1160,29 @@ static void test_large_2e31_elements(void) {
 
 /* ---- main --------------------------------------------------------------------------------- */
 
-typedef struct gpu_case {
-  const char *name;
-  void (*fn)(void);
-  bool small; /* part of the --small run */
-} gpu_case;
-
-static const gpu_case cases[] = {
-    {"kmap_submanifold", test_kmap_submanifold, true},
-    {"kmap_sparse", test_kmap_sparse, true},
-    {"kmap_inverse", test_kmap_inverse, true},
-    {"kmap_transposed", test_kmap_transposed, true},
-    {"kmap_bad_coords", test_kmap_bad_coords, true},
-    {"kmap_isolated_sites", test_kmap_isolated_sites, true},
-    {"kmap_large", test_kmap_large, false},
-    {"conv_submanifold", test_conv_submanifold, true},
-    {"conv_sparse", test_conv_sparse, true},
-    {"conv_inverse", test_conv_inverse, true},
-    {"conv_transposed", test_conv_transposed, true},
-    {"determinism", test_determinism, true},
-    {"tune", test_tune, true},
-    {"graph_capture", test_graph_capture, true},
-    {"large_2e31_elements", test_large_2e31_elements, false},
+static const vc_test_case cases[] = {
+    {"kmap_submanifold", test_kmap_submanifold},
+    {"kmap_sparse", test_kmap_sparse},
+    {"kmap_inverse", test_kmap_inverse},
+    {"kmap_transposed", test_kmap_transposed},
+    {"kmap_bad_coords", test_kmap_bad_coords},
+    {"kmap_isolated_sites", test_kmap_isolated_sites},
+    {"kmap_large", test_kmap_large},
+    {"conv_submanifold", test_conv_submanifold},
+    {"conv_sparse", test_conv_sparse},
+    {"conv_inverse", test_conv_inverse},
+    {"conv_transposed", test_conv_transposed},
+    {"determinism", test_determinism},
+    {"tune", test_tune},
+    {"graph_capture", test_graph_capture},
+    {"large_2e31_elements", test_large_2e31_elements},
+    {NULL, NULL},
 };
+
+/* --small runs every case but the two whose size is their point. */
+static bool skip_case(const vc_test_case *t) {
+  return g_small && (t->fn == test_kmap_large || t->fn == test_large_2e31_elements);
+}
 
 /* The environment of the run: no forced algorithms or determinism from the caller's shell,
  * and a private tune cache, so AUTO starts from the heuristic. */
@@ -1270,29 +1242,14 @@ int main(int argc, char **argv) {
            e != cudaSuccess ? cudaGetErrorString(e) : "the runtime reports 0 devices");
     return 77;
   }
-  const char *env = getenv("VC_TEST_SEED");
-  const uint64_t seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL);
-  printf("voxconv GPU tests%s, VC_TEST_SEED=%llu\n", g_small ? " (--small)" : "", (unsigned long long)seed);
+  vc_test_runner r = {.seed = vc_test_seed_from_env(), .filter = filter, .skip = skip_case, .seed_by_index = true,
+                      .wall_clock = true, .name_width = 28};
+  printf("voxconv GPU tests%s, VC_TEST_SEED=%llu\n", g_small ? " (--small)" : "", (unsigned long long)r.seed);
   print_device();
-  int passed = 0, failed = 0;
-  if (!setup()) {
-    failed = 1;
-  } else {
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-      if ((g_small && !cases[i].small) || (filter && !strstr(cases[i].name, filter))) continue;
-      vc_test_seed(seed ^ (uint64_t)(i + 1) * 0x9e3779b97f4a7c15ull);
-      g_failures = 0;
-      const double t0 = now_ms();
-      cases[i].fn();
-      printf("%s %-28s %9.1f ms\n", g_failures ? "FAIL" : "ok  ", cases[i].name, now_ms() - t0);
-      fflush(stdout);
-      if (g_failures) failed++;
-      else passed++;
-    }
-  }
-  g_failures = 0;
+  if (!setup()) r.failed = 1;
+  else vc_test_run_cases(&r, cases);
+  vc_test_reset_failures();
   teardown();
-  if (g_failures) failed++; /* a failing teardown is a failure too */
-  printf("%d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  if (vc_test_failures()) r.failed++; /* a failing teardown is a failure too */
+  return vc_test_summary(&r);
 }
