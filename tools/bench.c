@@ -65,8 +65,8 @@ const char bench_about[] =
     "Runs the benchmark of BENCHMARKS.md and prints one row per (suite, case, dtype):\n"
     "  suite, case, dtype, voxels, pairs, map_ms, infer_ms, train_ms, infer_%peak,\n"
     "  train_%peak, max_rel_err_vs_reference\n"
-    "then: check (ok, FAIL, - when not checked), plan_MB (device memory the kernel maps took,\n"
-    "cudaMemGetInfo around the builds; - on the CPU), ws_MB (largest workspace of any pass),\n"
+    "then: check (ok, FAIL, - when not checked), plan_MB (memory the plans own on the device,\n"
+    "vc_plan_memory_bytes; host memory on the CPU), ws_MB (largest workspace of any pass),\n"
     "extra/out ((plan + workspace) / one output tensor, target <= 1), map_share% (suite L)\n"
     "and the algorithms VC_ALGO_AUTO ran (vc_conv_algo_for; mixed: the layers differ).\n"
     "pairs counts one layer's kernel map (suite S) or the sum over the network (suite L).\n"
@@ -229,7 +229,7 @@ static double pct_of_peak(const bench_env *e, const bench_row *r, double flops, 
 /* A row's cells as text: `table` picks the printed form ("-" for absent), else CSV's. */
 static void row_cells(const bench_env *e, const bench_row *r, bool table, char cells[N_COLUMNS][CELL]) {
   const double tol = tolerance(bd_storage(r->dt), bd_math(r->dt));
-  const double mb = 1.0 / (1 << 20), extra = (double)(r->plan_bytes > 0 ? r->plan_bytes : 0) + (double)r->ws_bytes;
+  const double mb = 1.0 / (1 << 20), extra = (double)r->plan_bytes + (double)r->ws_bytes;
   const char *absent = table ? "-" : "";
   snprintf(cells[0], CELL, "%s", r->suite);
   snprintf(cells[1], CELL, "%s", r->name);
@@ -244,8 +244,7 @@ static void row_cells(const bench_env *e, const bench_row *r, bool table, char c
   if (r->err < 0) snprintf(cells[10], CELL, "%s", absent);
   else snprintf(cells[10], CELL, "%.3e", r->err);
   snprintf(cells[11], CELL, "%s", r->err < 0 ? "-" : r->err <= tol ? "ok" : "FAIL");
-  if (r->plan_bytes < 0) snprintf(cells[12], CELL, "%s", absent);
-  else snprintf(cells[12], CELL, "%.2f", (double)r->plan_bytes * mb);
+  snprintf(cells[12], CELL, "%.2f", (double)r->plan_bytes * mb);
   snprintf(cells[13], CELL, "%.2f", (double)r->ws_bytes * mb);
   snprintf(cells[14], CELL, "%.3f", extra / (double)r->out_bytes);
   if (r->map_share < 0) snprintf(cells[15], CELL, "%s", absent);

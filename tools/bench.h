@@ -65,7 +65,7 @@ typedef struct bench_row {
   double map_ms, infer_ms, train_ms;
   double infer_flops, train_flops; /* useful FLOPs of one inference / one training step */
   double err;                      /* max_rel_err_vs_reference; < 0: not checked */
-  int64_t plan_bytes, ws_bytes;    /* device memory of the plans (< 0: unknown), largest workspace */
+  int64_t plan_bytes, ws_bytes;    /* memory the plans own (vc_plan_memory_bytes), largest workspace */
   int64_t out_bytes;               /* one output tensor: the target for plan + workspace */
   double map_share;                /* map_ms / (map_ms + train_ms) in %, suite L; < 0: none */
   char algos[48];                  /* bench_algos */

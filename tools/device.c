@@ -203,18 +203,6 @@ void dev_sync(const vc_dev *d) {
   (void)d;
 }
 
-int64_t dev_mem_used(const vc_dev *d) {
-#ifdef VC_HAVE_CUDA
-  if (d->cuda) {
-    size_t free_b = 0, total_b = 0;
-    cu_check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
-    return (int64_t)(total_b - free_b);
-  }
-#endif
-  (void)d;
-  return -1;
-}
-
 /* ---- tensors ----------------------------------------------------------------------------- */
 
 void *dev_random(const vc_dev *d, vc_dtype dt, int64_t n, double scale) {
@@ -307,15 +295,12 @@ double dev_dense_peak(vc_dev *d, vc_dtype dt, vc_math math, int warmup, int reps
 
 /* ---- plan builds ------------------------------------------------------------------------- */
 
-double dev_timed_build(vc_dev *d, void (*build)(void *arg), void *arg, int64_t *mem_bytes) {
+double dev_timed_build(vc_dev *d, void (*build)(void *arg), void *arg) {
   dev_sync(d);
-  const int64_t before = dev_mem_used(d);
   const double t0 = now_ms();
   build(arg);
   dev_sync(d);
-  const double ms = now_ms() - t0;
-  *mem_bytes = before < 0 ? -1 : dev_mem_used(d) - before;
-  return ms;
+  return now_ms() - t0;
 }
 
 static void plan_build_once(void *arg) {
@@ -328,7 +313,7 @@ double plan_timed(void *arg) {
   plan_build *b = arg;
   vc_plan_destroy(b->plan);
   b->plan = NULL;
-  return dev_timed_build(b->dev, plan_build_once, b, &b->mem_bytes);
+  return dev_timed_build(b->dev, plan_build_once, b);
 }
 
 /* ---- one layer --------------------------------------------------------------------------- */

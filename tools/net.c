@@ -101,7 +101,7 @@ static void layer_plans(net *nt, int i, const sites *s) {
     return;
   }
   const bool inverse = L->s.paired >= 0; /* its sites come from the paired plan */
-  plan_build pb = {nt->dev, {0}, inverse ? NULL : s->dev, inverse ? 0 : s->n, NULL, -1,
+  plan_build pb = {nt->dev, {0}, inverse ? NULL : s->dev, inverse ? 0 : s->n, NULL,
                    inverse ? nt->L[L->s.paired].plan : NULL};
   vc_conv_desc_init(&pb.desc, L->s.kind, L->s.kernel, L->s.stride, -1, 1);
   L->map_ms = plan_timed(&pb);

@@ -281,7 +281,7 @@ static int bcpu_run(int res, int64_t c, int reps, vc_dtype dt) {
   vc_dev dev;
   dev_open(&dev, DEVICE_CPU);
   bcpu_case bc = {.dev = &dev, .ctx = dev.ctx, .dt = dt, .c = c};
-  plan_build pb = {&dev, {0}, NULL, 0, NULL, -1, NULL};
+  plan_build pb = {&dev, {0}, NULL, 0, NULL, NULL};
   vc_conv_desc_init(&pb.desc, VC_CONV_SUBMANIFOLD, 3, 1, -1, 1);
   int32_t *coords = vc_shape_shell(res, 0, &pb.n);
   if (!coords) fprintf(stderr, "voxconv: shell at res %d: out of host memory\n", res), exit(1);
