@@ -47,7 +47,8 @@ void dev_sync(const vc_dev *d);
 void *dev_random(const vc_dev *d, vc_dtype dt, int64_t n, double scale);
 /* n poisoned elements of dt on the device. */
 void *dev_poisoned(const vc_dev *d, vc_dtype dt, int64_t n);
-/* y[n] += x[n], in f32 arithmetic (cublasAxpyEx on CUDA). */
+/* y[n] += x[n], in f32 arithmetic (cublasAxpyEx on CUDA). Allocates nothing: suite L
+ * times it between its passes. */
 void dev_add(const vc_dev *d, vc_dtype dt, int64_t n, const void *x, void *y);
 
 /* out[n] = op(a, b) elementwise in f32 arithmetic (b may be NULL; out may be a or b). On
