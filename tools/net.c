@@ -10,7 +10,7 @@
 
 const char *const net_kind_names[] = {"unet", "stack", NULL};
 
-/* The elementwise ops between the layers (op_add is common.h's). */
+/* The elementwise ops between the layers (dev_add does the skip additions). */
 static float op_copy(float a, float b) { return (void)b, a; }
 static float op_relu(float a, float b) { return (void)b, a > 0 ? a : 0; }
 static float op_relu_grad(float g, float z) { return z > 0 ? g : 0; } /* g where the ReLU passed z */
