@@ -348,10 +348,15 @@ void dev_params_free(const vc_dev *d, dev_params *prm) {
   memset(prm, 0, sizeof *prm);
 }
 
+conv_call dev_call(const vc_dev *d, const vc_plan *p, const vc_conv_args *a, vc_pass pass, const dev_params *prm,
+                   const void *x, const void *dy, void *y_or_dx, workspace *ws) {
+  const conv_tensors t = {x, prm->w, prm->b, dy, y_or_dx, y_or_dx, prm->dw, prm->db};
+  return conv_call_for(d->ctx, p, a, pass, &t, ws, d->stream);
+}
+
 void dev_pass(const vc_dev *d, const vc_plan *p, const vc_conv_args *a, vc_pass pass, const dev_params *prm,
               const void *x, const void *dy, void *y_or_dx, workspace *ws) {
-  const conv_tensors t = {x, prm->w, prm->b, dy, y_or_dx, y_or_dx, prm->dw, prm->db};
-  const conv_call c = conv_call_for(d->ctx, p, a, pass, &t, ws, d->stream);
+  const conv_call c = dev_call(d, p, a, pass, prm, x, dy, y_or_dx, ws);
   check(d->ctx, conv_execute(&c));
 }
 

@@ -105,8 +105,12 @@ typedef struct dev_params {
 void dev_params_alloc(const vc_dev *d, const vc_plan *p, const vc_conv_args *a, double gain, dev_params *out);
 void dev_params_free(const vc_dev *d, dev_params *prm); /* NULL members are fine */
 
-/* Runs one pass of a layer on the device's stream (asynchronous on CUDA): forward x -> y,
+/* The call of one pass of a layer on the device's context and stream: forward x -> y,
  * backward-data dy -> dx (both in y_or_dx), backward-weight (x, dy) -> prm's dw and db. */
+conv_call dev_call(const vc_dev *d, const vc_plan *p, const vc_conv_args *a, vc_pass pass, const dev_params *prm,
+                   const void *x, const void *dy, void *y_or_dx, workspace *ws);
+
+/* Runs dev_call's call (asynchronous on CUDA). */
 void dev_pass(const vc_dev *d, const vc_plan *p, const vc_conv_args *a, vc_pass pass, const dev_params *prm,
               const void *x, const void *dy, void *y_or_dx, workspace *ws);
 

@@ -211,8 +211,7 @@ static void layer_pass(net *nt, int i, vc_pass pass, const void *x, const void *
                        double *ms) {
   net_layer *L = &nt->L[i];
   vc_dev *d = nt->dev;
-  const conv_tensors t = {x, L->prm.w, L->prm.b, dy, y_or_dx, y_or_dx, L->prm.dw, L->prm.db};
-  const conv_call c = conv_call_for(d->ctx, L->plan, &L->args, pass, &t, &nt->ws, d->stream);
+  const conv_call c = dev_call(d, L->plan, &L->args, pass, &L->prm, x, dy, y_or_dx, &nt->ws);
   int64_t n[2];
   conv_out_counts(&c, n);
   for (int k = 0; k < 2; k++)
