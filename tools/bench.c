@@ -188,7 +188,7 @@ int bench_input_sets(size_t bytes) {
   const double l2 = 50e6;
   if ((double)bytes > l2) return 1;
   const int sets = (int)ceil(2 * l2 / (double)(bytes ? bytes : 1));
-  return sets < 2 ? 2 : sets > 16 ? 16 : sets;
+  return sets < 2 ? 2 : sets > BENCH_MAX_SETS ? BENCH_MAX_SETS : sets;
 }
 
 void bench_tune(bench_env *e, const vc_plan *p, const vc_conv_args *a) {
@@ -226,9 +226,13 @@ static double pct_of_peak(const bench_env *e, const bench_row *r, double flops, 
   return flops / ms / e->peak[r->dt] * 1e-7;
 }
 
+/* Checked and over DESIGN.md's tolerance; a NaN error fails too. */
+static bool row_failed(const bench_row *r) {
+  return !(r->err < 0) && !(r->err <= tolerance(bd_storage(r->dt), bd_math(r->dt)));
+}
+
 /* A row's cells as text: `table` picks the printed form ("-" for absent), else CSV's. */
 static void row_cells(const bench_env *e, const bench_row *r, bool table, char cells[N_COLUMNS][CELL]) {
-  const double tol = tolerance(bd_storage(r->dt), bd_math(r->dt));
   const double mb = 1.0 / (1 << 20), extra = (double)r->plan_bytes + (double)r->ws_bytes;
   const char *absent = table ? "-" : "";
   snprintf(cells[0], CELL, "%s", r->suite);
@@ -243,7 +247,7 @@ static void row_cells(const bench_env *e, const bench_row *r, bool table, char c
   snprintf(cells[9], CELL, table ? "%.1f" : "%.4g", pct_of_peak(e, r, r->train_flops, r->train_ms));
   if (r->err < 0) snprintf(cells[10], CELL, "%s", absent);
   else snprintf(cells[10], CELL, "%.3e", r->err);
-  snprintf(cells[11], CELL, "%s", r->err < 0 ? "-" : r->err <= tol ? "ok" : "FAIL");
+  snprintf(cells[11], CELL, "%s", r->err < 0 ? "-" : row_failed(r) ? "FAIL" : "ok");
   snprintf(cells[12], CELL, "%.2f", (double)r->plan_bytes * mb);
   snprintf(cells[13], CELL, "%.2f", (double)r->ws_bytes * mb);
   snprintf(cells[14], CELL, "%.3f", extra / (double)r->out_bytes);
@@ -274,7 +278,7 @@ void bench_emit(bench_env *e, const bench_row *r) {
   row_cells(e, r, true, cells);
   print_cells(stdout, ptrs, true);
   fflush(stdout);
-  if (!strcmp(cells[11], "FAIL")) e->fails++;
+  if (row_failed(r)) e->fails++;
   if (e->plot) {
     e->kept = xrealloc(e->kept, (size_t)e->rows * sizeof *e->kept);
     e->kept[e->rows - 1] = *r;
@@ -355,9 +359,8 @@ static void write_plot(bench_env *e) {
   double *values = xcalloc(2 * (size_t)n + 1, sizeof *values), *targets = xcalloc(2 * (size_t)n + 1, sizeof *targets);
   for (int i = 0; i < n; i++) {
     const bench_row *r = &e->kept[i];
-    const bool fail = r->err >= 0 && !(r->err <= tolerance(bd_storage(r->dt), bd_math(r->dt)));
     snprintf(labels[i], sizeof labels[i], "%s%s%s%s", r->name, several ? "\n" : "", several ? bench_dtype_names[r->dt] : "",
-             fail ? " FAIL" : "");
+             row_failed(r) ? " FAIL" : "");
     groups[i] = labels[i];
     values[2 * i] = pct_of_peak(e, r, r->infer_flops, r->infer_ms);
     values[2 * i + 1] = pct_of_peak(e, r, r->train_flops, r->train_ms);

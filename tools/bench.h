@@ -93,7 +93,9 @@ typedef struct bench_net {
 void bench_time_net(bench_env *e, const bench_net *n, double *infer_ms, double *train_ms);
 
 /* How many input sets to rotate through: enough that an input of `bytes` is not still in
- * the H100's 50 MB L2 from the previous run (at least 2 when it fits there, else 1). */
+ * the H100's 50 MB L2 from the previous run (at least 2 when it fits there, else 1), at
+ * most BENCH_MAX_SETS. */
+enum { BENCH_MAX_SETS = 16 };
 int bench_input_sets(size_t bytes);
 
 /* With --tune: vc_conv_tune for the three passes of this layer shape (before any timing). */

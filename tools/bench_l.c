@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { LEVELS = 5, IN_CHANNELS = 4, L_MAP_BUILDS = 3, L_MAX_SETS = 16 };
+enum { LEVELS = 5, IN_CHANNELS = 4, L_MAP_BUILDS = 3 };
 
 /* Plans: per level a 3x3x3 and a 1x1x1 submanifold conv; per level below the last a 2x2x2
  * stride-2 conv to the next level and its inverse back. */
@@ -131,7 +131,7 @@ typedef struct l_run {
   void *act[N_NET];  /* layer outputs (for an up layer: with the skip added); NULL for skips */
   void *grad[N_NET]; /* gradients of act; grad[N_NET - 1] is the random top gradient */
   bool written[N_NET];
-  void *xs[L_MAX_SETS]; /* rotated input features */
+  void *xs[BENCH_MAX_SETS]; /* rotated input features */
   int sets, set;
   void *tmp; /* skip outputs and second backward-data outputs: the largest activation */
   workspace ws;

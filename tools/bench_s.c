@@ -88,18 +88,16 @@ static void s_shell_free(bench_env *e, s_shell *sh) {
 
 /* ---- one (RES, dtype): the stack's tensors and passes ----------------------------------- */
 
-enum { S_MAX_SETS = 16 };
-
 typedef struct s_stack {
   vc_dev *dev;
   const vc_plan *plan;
   vc_conv_args args;
   int layers, sets, set;
   int64_t n, c;
-  void *xs[S_MAX_SETS], *dys[S_MAX_SETS]; /* rotated inputs and top gradients */
-  dev_params *prm;                      /* per layer */
-  void **act;                             /* per layer: its output */
-  void *g[2];                             /* backward-data outputs, alternating */
+  void *xs[BENCH_MAX_SETS], *dys[BENCH_MAX_SETS]; /* rotated inputs and top gradients */
+  dev_params *prm;                                /* per layer */
+  void **act;                                     /* per layer: its output */
+  void *g[2];                                     /* backward-data outputs, alternating */
   workspace ws;
 } s_stack;
 
