@@ -371,8 +371,12 @@ static void write_plot(bench_env *e) {
   static const char *const series[] = {"inference (forward)", "training (forward + backward)"};
   const vc_bar_chart chart = {title, sub, "useful rate, % of the dense peak", n, 2, groups, series, values, targets,
                               "target (BENCHMARKS.md, for an H100)"};
-  if (n == 0 || vc_bar_chart_svg(e->plot, &chart, err, sizeof err) || fclose(e->plot)) {
-    fprintf(stderr, "voxconv bench: --plot '%s': %s\n", o_plot, n ? err : "no rows to draw");
+  const char *why = NULL;
+  if (n == 0) why = "no rows to draw";
+  else if (vc_bar_chart_svg(e->plot, &chart, err, sizeof err)) why = err;
+  if (fclose(e->plot) && !why) why = "write failed"; /* closed on every path */
+  if (why) {
+    fprintf(stderr, "voxconv bench: --plot '%s': %s\n", o_plot, why);
     e->fails++;
   }
   e->plot = NULL;
