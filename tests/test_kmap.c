@@ -148,11 +148,36 @@ static void test_kmap_dense_block_and_range_edges(void) {
   vc_context_destroy(ctx);
 }
 
+/* vc_plan_memory_bytes on the CPU: coordinates (an inverse or strided plan keeps two sets),
+ * both pair lists and the K+1 offsets; the build's neighbour table is not kept. */
+static void test_kmap_memory_bytes(void) {
+  vc_context *ctx;
+  CHECK_OK(NULL, vc_context_create(VC_DEVICE_CPU, 0, &ctx));
+  const int64_t n = 300;
+  int32_t *coords = vc_rand_coords(n, 2, -6, 5);
+  const vc_conv_kind kinds[2] = {VC_CONV_SUBMANIFOLD, VC_CONV_SPARSE};
+  for (int k = 0; k < 2; k++) {
+    vc_conv_desc d;
+    vc_conv_desc_init(&d, kinds[k], 3, kinds[k] == VC_CONV_SPARSE ? 2 : 1, -1, 1);
+    vc_plan *p = NULL;
+    CHECK_OK(ctx, vc_plan_create(ctx, &d, coords, n, NULL, NULL, &p));
+    const int64_t sites = n + (kinds[k] == VC_CONV_SPARSE ? vc_plan_out_count(p) : 0);
+    const size_t want = (size_t)sites * 16 + (size_t)vc_plan_pair_count(p) * 8 + 28 * 8;
+    CHECK(vc_plan_memory_bytes(p) == want, "kind %d: %zu bytes, expected %zu", (int)kinds[k],
+          vc_plan_memory_bytes(p), want);
+    vc_plan_destroy(p);
+  }
+  CHECK(vc_plan_memory_bytes(NULL) == 0, "NULL plan: %zu bytes", vc_plan_memory_bytes(NULL));
+  free(coords);
+  vc_context_destroy(ctx);
+}
+
 const vc_test_case vc_tests_kmap[] = {
     {"kmap_submanifold", test_kmap_submanifold},
     {"kmap_sparse", test_kmap_sparse},
     {"kmap_inverse", test_kmap_inverse},
     {"kmap_transposed", test_kmap_transposed},
     {"kmap_dense_block_and_range_edges", test_kmap_dense_block_and_range_edges},
+    {"kmap_memory_bytes", test_kmap_memory_bytes},
     {NULL, NULL},
 };

@@ -65,8 +65,8 @@ const char bench_about[] =
     "Runs the benchmark of BENCHMARKS.md and prints one row per (suite, case, dtype):\n"
     "  suite, case, dtype, voxels, pairs, map_ms, infer_ms, train_ms, infer_%peak,\n"
     "  train_%peak, max_rel_err_vs_reference\n"
-    "then: check (ok, FAIL, - when not checked), plan_MB (device memory the kernel maps took,\n"
-    "cudaMemGetInfo around the builds; - on the CPU), ws_MB (largest workspace of any pass),\n"
+    "then: check (ok, FAIL, - when not checked), plan_MB (memory the plans own on the device,\n"
+    "vc_plan_memory_bytes; host memory on the CPU), ws_MB (largest workspace of any pass),\n"
     "extra/out ((plan + workspace) / one output tensor, target <= 1), map_share% (suite L)\n"
     "and the algorithms VC_ALGO_AUTO ran (vc_conv_algo_for; mixed: the layers differ).\n"
     "pairs counts one layer's kernel map (suite S) or the sum over the network (suite L).\n"
@@ -188,7 +188,7 @@ int bench_input_sets(size_t bytes) {
   const double l2 = 50e6;
   if ((double)bytes > l2) return 1;
   const int sets = (int)ceil(2 * l2 / (double)(bytes ? bytes : 1));
-  return sets < 2 ? 2 : sets > 16 ? 16 : sets;
+  return sets < 2 ? 2 : sets > BENCH_MAX_SETS ? BENCH_MAX_SETS : sets;
 }
 
 void bench_tune(bench_env *e, const vc_plan *p, const vc_conv_args *a) {
@@ -226,10 +226,14 @@ static double pct_of_peak(const bench_env *e, const bench_row *r, double flops, 
   return flops / ms / e->peak[r->dt] * 1e-7;
 }
 
+/* Checked and over DESIGN.md's tolerance; a NaN error fails too. */
+static bool row_failed(const bench_row *r) {
+  return !(r->err < 0) && !(r->err <= tolerance(bd_storage(r->dt), bd_math(r->dt)));
+}
+
 /* A row's cells as text: `table` picks the printed form ("-" for absent), else CSV's. */
 static void row_cells(const bench_env *e, const bench_row *r, bool table, char cells[N_COLUMNS][CELL]) {
-  const double tol = tolerance(bd_storage(r->dt), bd_math(r->dt));
-  const double mb = 1.0 / (1 << 20), extra = (double)(r->plan_bytes > 0 ? r->plan_bytes : 0) + (double)r->ws_bytes;
+  const double mb = 1.0 / (1 << 20), extra = (double)r->plan_bytes + (double)r->ws_bytes;
   const char *absent = table ? "-" : "";
   snprintf(cells[0], CELL, "%s", r->suite);
   snprintf(cells[1], CELL, "%s", r->name);
@@ -243,9 +247,8 @@ static void row_cells(const bench_env *e, const bench_row *r, bool table, char c
   snprintf(cells[9], CELL, table ? "%.1f" : "%.4g", pct_of_peak(e, r, r->train_flops, r->train_ms));
   if (r->err < 0) snprintf(cells[10], CELL, "%s", absent);
   else snprintf(cells[10], CELL, "%.3e", r->err);
-  snprintf(cells[11], CELL, "%s", r->err < 0 ? "-" : r->err <= tol ? "ok" : "FAIL");
-  if (r->plan_bytes < 0) snprintf(cells[12], CELL, "%s", absent);
-  else snprintf(cells[12], CELL, "%.2f", (double)r->plan_bytes * mb);
+  snprintf(cells[11], CELL, "%s", r->err < 0 ? "-" : row_failed(r) ? "FAIL" : "ok");
+  snprintf(cells[12], CELL, "%.2f", (double)r->plan_bytes * mb);
   snprintf(cells[13], CELL, "%.2f", (double)r->ws_bytes * mb);
   snprintf(cells[14], CELL, "%.3f", extra / (double)r->out_bytes);
   if (r->map_share < 0) snprintf(cells[15], CELL, "%s", absent);
@@ -275,7 +278,7 @@ void bench_emit(bench_env *e, const bench_row *r) {
   row_cells(e, r, true, cells);
   print_cells(stdout, ptrs, true);
   fflush(stdout);
-  if (!strcmp(cells[11], "FAIL")) e->fails++;
+  if (row_failed(r)) e->fails++;
   if (e->plot) {
     e->kept = xrealloc(e->kept, (size_t)e->rows * sizeof *e->kept);
     e->kept[e->rows - 1] = *r;
@@ -356,9 +359,8 @@ static void write_plot(bench_env *e) {
   double *values = xcalloc(2 * (size_t)n + 1, sizeof *values), *targets = xcalloc(2 * (size_t)n + 1, sizeof *targets);
   for (int i = 0; i < n; i++) {
     const bench_row *r = &e->kept[i];
-    const bool fail = r->err >= 0 && !(r->err <= tolerance(bd_storage(r->dt), bd_math(r->dt)));
     snprintf(labels[i], sizeof labels[i], "%s%s%s%s", r->name, several ? "\n" : "", several ? bench_dtype_names[r->dt] : "",
-             fail ? " FAIL" : "");
+             row_failed(r) ? " FAIL" : "");
     groups[i] = labels[i];
     values[2 * i] = pct_of_peak(e, r, r->infer_flops, r->infer_ms);
     values[2 * i + 1] = pct_of_peak(e, r, r->train_flops, r->train_ms);
@@ -369,8 +371,12 @@ static void write_plot(bench_env *e) {
   static const char *const series[] = {"inference (forward)", "training (forward + backward)"};
   const vc_bar_chart chart = {title, sub, "useful rate, % of the dense peak", n, 2, groups, series, values, targets,
                               "target (BENCHMARKS.md, for an H100)"};
-  if (n == 0 || vc_bar_chart_svg(e->plot, &chart, err, sizeof err) || fclose(e->plot)) {
-    fprintf(stderr, "voxconv bench: --plot '%s': %s\n", o_plot, n ? err : "no rows to draw");
+  const char *why = NULL;
+  if (n == 0) why = "no rows to draw";
+  else if (vc_bar_chart_svg(e->plot, &chart, err, sizeof err)) why = err;
+  if (fclose(e->plot) && !why) why = "write failed"; /* closed on every path */
+  if (why) {
+    fprintf(stderr, "voxconv bench: --plot '%s': %s\n", o_plot, why);
     e->fails++;
   }
   e->plot = NULL;

@@ -65,7 +65,7 @@ typedef struct bench_row {
   double map_ms, infer_ms, train_ms;
   double infer_flops, train_flops; /* useful FLOPs of one inference / one training step */
   double err;                      /* max_rel_err_vs_reference; < 0: not checked */
-  int64_t plan_bytes, ws_bytes;    /* device memory of the plans (< 0: unknown), largest workspace */
+  int64_t plan_bytes, ws_bytes;    /* memory the plans own (vc_plan_memory_bytes), largest workspace */
   int64_t out_bytes;               /* one output tensor: the target for plan + workspace */
   double map_share;                /* map_ms / (map_ms + train_ms) in %, suite L; < 0: none */
   char algos[48];                  /* bench_algos */
@@ -93,7 +93,9 @@ typedef struct bench_net {
 void bench_time_net(bench_env *e, const bench_net *n, double *infer_ms, double *train_ms);
 
 /* How many input sets to rotate through: enough that an input of `bytes` is not still in
- * the H100's 50 MB L2 from the previous run (at least 2 when it fits there, else 1). */
+ * the H100's 50 MB L2 from the previous run (at least 2 when it fits there, else 1), at
+ * most BENCH_MAX_SETS. */
+enum { BENCH_MAX_SETS = 16 };
 int bench_input_sets(size_t bytes);
 
 /* With --tune: vc_conv_tune for the three passes of this layer shape (before any timing). */

@@ -202,10 +202,10 @@ double bench_check_layer(bench_env *e, const vc_plan *p, const vc_conv_args *a, 
   conv_tensors t = {x, w, b, dev_random(d, dt, n_out * a->out_channels, 1.0),
                     dev_poisoned(d, dt, n_out * a->out_channels), dev_poisoned(d, dt, n_in * a->in_channels),
                     dev_poisoned(d, dt, wn), dev_poisoned(d, dt, a->out_channels)};
-  const dev_params prm = {(void *)w, (void *)b, t.dw, t.db};
-  dev_pass(d, p, a, VC_PASS_FORWARD, &prm, x, NULL, t.y, ws);
-  dev_pass(d, p, a, VC_PASS_BACKWARD_DATA, &prm, NULL, t.dy, t.dx, ws);
-  dev_pass(d, p, a, VC_PASS_BACKWARD_WEIGHT, &prm, x, t.dy, NULL, ws);
+  for (int pass = 0; pass < 3; pass++) {
+    const conv_call c = conv_call_for(d->ctx, p, a, (vc_pass)pass, &t, ws, d->stream);
+    check(d->ctx, conv_execute(&c));
+  }
   dev_sync(d);
   host_layer h;
   host_layer_fill(d, p, a, &t, &h);

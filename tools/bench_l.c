@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { LEVELS = 5, IN_CHANNELS = 4, L_MAP_BUILDS = 3, L_MAX_SETS = 16 };
+enum { LEVELS = 5, IN_CHANNELS = 4, L_MAP_BUILDS = 3 };
 
 /* Plans: per level a 3x3x3 and a 1x1x1 submanifold conv; per level below the last a 2x2x2
  * stride-2 conv to the next level and its inverse back. */
@@ -59,7 +59,6 @@ typedef struct l_geom {
   int32_t *coords[LEVELS]; /* device; level l + 1 holds at most level l's count */
   int64_t n[LEVELS];
   vc_plan *plans[N_PLANS];
-  int64_t plan_bytes;
 } l_geom;
 
 static void l_plans_free(l_geom *g) {
@@ -94,7 +93,7 @@ static void l_plans_build(void *arg) {
 static double l_maps_timed(void *arg) {
   l_geom *g = arg;
   l_plans_free(g);
-  return dev_timed_build(g->dev, l_plans_build, g, &g->plan_bytes);
+  return dev_timed_build(g->dev, l_plans_build, g);
 }
 
 /* The scans on the device, and room for every coarser level (a 2x2x2 stride-2 conv has at
@@ -108,6 +107,13 @@ static void l_geom_init(bench_env *e, l_geom *g) {
   for (int l = 0; l < LEVELS; l++) g->coords[l] = dev_alloc(g->dev, bytes);
   dev_upload(g->dev, g->coords[0], host, bytes);
   free(host);
+}
+
+/* Memory all plans of the network own on the device. */
+static int64_t l_plan_bytes(const l_geom *g) {
+  size_t sum = 0;
+  for (int i = 0; i < N_PLANS; i++) sum += vc_plan_memory_bytes(g->plans[i]);
+  return (int64_t)sum;
 }
 
 static void l_geom_free(l_geom *g) {
@@ -125,7 +131,7 @@ typedef struct l_run {
   void *act[N_NET];  /* layer outputs (for an up layer: with the skip added); NULL for skips */
   void *grad[N_NET]; /* gradients of act; grad[N_NET - 1] is the random top gradient */
   bool written[N_NET];
-  void *xs[L_MAX_SETS]; /* rotated input features */
+  void *xs[BENCH_MAX_SETS]; /* rotated input features */
   int sets, set;
   void *tmp; /* skip outputs and second backward-data outputs: the largest activation */
   workspace ws;
@@ -242,8 +248,8 @@ static void l_run_dtype(bench_env *e, const l_geom *g, double map_ms, bench_dtyp
   bench_progress(e, "L %s: tuning, allocating, timing", bench_dtype_names[t]);
   l_tune(e, &r);
   l_run_alloc(e, &r);
-  bench_row row = {.suite = "L", .dt = t, .voxels = g->n[0], .map_ms = map_ms, .err = -1, .plan_bytes = g->plan_bytes,
-                   .ws_bytes = (int64_t)r.ws.bytes,
+  bench_row row = {.suite = "L", .dt = t, .voxels = g->n[0], .map_ms = map_ms, .err = -1,
+                   .plan_bytes = l_plan_bytes(g), .ws_bytes = (int64_t)r.ws.bytes,
                    .out_bytes = l_out_elems(&r, N_NET - 1) * (int64_t)vc_dtype_size(r.args[0].dtype)};
   snprintf(row.name, sizeof row.name, e->scale == 1 ? "minkunet_b%d" : "minkunet_b%d_s%g", e->batch, e->scale);
   l_flops(&r, &row.infer_flops, &row.train_flops, &row.pairs);

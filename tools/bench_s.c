@@ -64,7 +64,7 @@ int bench_s_dtypes(const bench_env *e, int *rows) {
 typedef struct s_shell {
   int64_t pairs;
   double map_ms;
-  plan_build pb; /* pb.plan, pb.n, pb.coords (device), pb.mem_bytes */
+  plan_build pb; /* pb.plan, pb.n, pb.coords (device) */
 } s_shell;
 
 static void s_shell_build(bench_env *e, s_shell *sh, int res) {
@@ -74,7 +74,7 @@ static void s_shell_build(bench_env *e, s_shell *sh, int res) {
   int32_t *coords = dev_alloc(&e->dev, (size_t)n * 4 * sizeof *coords);
   dev_upload(&e->dev, coords, host, (size_t)n * 4 * sizeof *coords);
   free(host);
-  sh->pb = (plan_build){&e->dev, {0}, coords, n, NULL, -1, NULL};
+  sh->pb = (plan_build){&e->dev, {0}, coords, n, NULL, NULL};
   vc_conv_desc_init(&sh->pb.desc, VC_CONV_SUBMANIFOLD, 3, 1, -1, 1);
   bench_progress(e, "S r%d: %lld voxels, building the map", res, (long long)n);
   sh->map_ms = median_ms(plan_timed, &sh->pb, 1, S_MAP_BUILDS);
@@ -88,18 +88,16 @@ static void s_shell_free(bench_env *e, s_shell *sh) {
 
 /* ---- one (RES, dtype): the stack's tensors and passes ----------------------------------- */
 
-enum { S_MAX_SETS = 16 };
-
 typedef struct s_stack {
   vc_dev *dev;
   const vc_plan *plan;
   vc_conv_args args;
   int layers, sets, set;
   int64_t n, c;
-  void *xs[S_MAX_SETS], *dys[S_MAX_SETS]; /* rotated inputs and top gradients */
-  dev_params *prm;                      /* per layer */
-  void **act;                             /* per layer: its output */
-  void *g[2];                             /* backward-data outputs, alternating */
+  void *xs[BENCH_MAX_SETS], *dys[BENCH_MAX_SETS]; /* rotated inputs and top gradients */
+  dev_params *prm;                                /* per layer */
+  void **act;                                     /* per layer: its output */
+  void *g[2];                                     /* backward-data outputs, alternating */
   workspace ws;
 } s_stack;
 
@@ -165,7 +163,7 @@ static void s_run(bench_env *e, const s_shell *sh, const s_spec *spec, int64_t c
   bench_tune(e, st.plan, &st.args);
   s_stack_alloc(e, &st);
   bench_row r = {.suite = "S", .dt = t, .voxels = st.n, .pairs = sh->pairs, .map_ms = sh->map_ms, .err = -1,
-                 .plan_bytes = sh->pb.mem_bytes, .ws_bytes = (int64_t)st.ws.bytes,
+                 .plan_bytes = (int64_t)vc_plan_memory_bytes(st.plan), .ws_bytes = (int64_t)st.ws.bytes,
                  .out_bytes = st.n * c * (int64_t)vc_dtype_size(st.args.dtype), .map_share = -1};
   snprintf(r.name, sizeof r.name, "shell_r%d_c%lld_l%d", spec->res, (long long)c, spec->layers);
   s_targets(spec, c, t, &r);

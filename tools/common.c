@@ -86,9 +86,9 @@ double median_ms(timed_body body, void *arg, int warmup, int reps) {
 
 /* ---- host tensors in any storage dtype --------------------------------------------------- */
 
-void *tensor_new(vc_dtype dt, int64_t n) { return xmalloc((size_t)n * vc_dtype_size(dt)); }
+static void *tensor_new(vc_dtype dt, int64_t n) { return xmalloc((size_t)n * vc_dtype_size(dt)); }
 
-void poison(vc_dtype dt, void *t, int64_t n) { memset(t, 0xff, (size_t)n * vc_dtype_size(dt)); }
+static void poison(vc_dtype dt, void *t, int64_t n) { memset(t, 0xff, (size_t)n * vc_dtype_size(dt)); }
 
 void *tensor_poisoned(vc_dtype dt, int64_t n) {
   void *t = tensor_new(dt, n);
@@ -102,7 +102,7 @@ float *to_f32(vc_dtype dt, const void *t, int64_t n) {
   return f;
 }
 
-void *from_f32(vc_dtype dt, const float *f, int64_t n) {
+static void *from_f32(vc_dtype dt, const float *f, int64_t n) {
   void *t = tensor_new(dt, n);
   check(NULL, vc_convert_from_f32(dt, f, t, n));
   return t;
@@ -121,26 +121,12 @@ void *tensor_random(vc_dtype dt, int64_t n, double scale) {
   return t;
 }
 
-float op_add(float a, float b) { return a + b; }
-
 void elementwise_into(vc_dtype dt, int64_t n, void *out, const void *a, const void *b, elementwise_op op) {
   float *fa = to_f32(dt, a, n), *fb = b ? to_f32(dt, b, n) : NULL;
   for (int64_t i = 0; i < n; i++) fa[i] = op(fa[i], fb ? fb[i] : 0);
   check(NULL, vc_convert_from_f32(dt, fa, out, n));
   free(fa);
   free(fb);
-}
-
-void *elementwise(vc_dtype dt, int64_t n, const void *a, const void *b, elementwise_op op) {
-  void *out = tensor_new(dt, n);
-  elementwise_into(dt, n, out, a, b, op);
-  return out;
-}
-
-void add_into(vc_dtype dt, int64_t n, void **a, const void *b) {
-  void *sum = elementwise(dt, n, *a, b, op_add);
-  free(*a);
-  *a = sum;
 }
 
 /* ---- errors against a reference ---------------------------------------------------------- */

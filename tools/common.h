@@ -50,29 +50,20 @@ double median_ms(timed_body body, void *arg, int warmup, int reps);
 
 /* ---- host tensors in any storage dtype --------------------------------------------------- */
 
-void *tensor_new(vc_dtype dt, int64_t n);
-
 /* All-ones bytes are NaN in f32, f16 and bf16: an element a pass forgets to write shows
  * up as a non-finite error instead of passing by luck. */
-void poison(vc_dtype dt, void *t, int64_t n);
 void *tensor_poisoned(vc_dtype dt, int64_t n);
 
 float *to_f32(vc_dtype dt, const void *t, int64_t n);
-void *from_f32(vc_dtype dt, const float *f, int64_t n);
 
 /* Uniform in [-scale, scale): random, never zeros (DESIGN.md §6). */
 float *random_f32(int64_t n, double scale);
 void *tensor_random(vc_dtype dt, int64_t n, double scale);
 
-/* out = op(a, b) elementwise, computed in f32 and stored in dt; b may be NULL. */
+/* out = op(a, b) elementwise, computed in f32 and stored in dt into caller memory `out`,
+ * which may be a or b; b may be NULL. */
 typedef float (*elementwise_op)(float a, float b);
-float op_add(float a, float b);
-void *elementwise(vc_dtype dt, int64_t n, const void *a, const void *b, elementwise_op op);
-/* The same into caller memory `out`, which may be a or b. */
 void elementwise_into(vc_dtype dt, int64_t n, void *out, const void *a, const void *b, elementwise_op op);
-
-/* a += b; frees the old a. */
-void add_into(vc_dtype dt, int64_t n, void **a, const void *b);
 
 /* ---- errors against a reference ---------------------------------------------------------- */
 

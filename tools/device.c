@@ -203,18 +203,6 @@ void dev_sync(const vc_dev *d) {
   (void)d;
 }
 
-int64_t dev_mem_used(const vc_dev *d) {
-#ifdef VC_HAVE_CUDA
-  if (d->cuda) {
-    size_t free_b = 0, total_b = 0;
-    cu_check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
-    return (int64_t)(total_b - free_b);
-  }
-#endif
-  (void)d;
-  return -1;
-}
-
 /* ---- tensors ----------------------------------------------------------------------------- */
 
 void *dev_random(const vc_dev *d, vc_dtype dt, int64_t n, double scale) {
@@ -248,7 +236,24 @@ void dev_add(const vc_dev *d, vc_dtype dt, int64_t n, const void *x, void *y) {
     return;
   }
 #endif
-  elementwise_into(dt, n, y, y, x, op_add);
+  if (dt == VC_DTYPE_F32) {
+    float *fy = y;
+    const float *fx = x;
+    for (int64_t i = 0; i < n; i++) fy[i] += fx[i];
+    return;
+  }
+  /* 16-bit storage: through f32 in stack chunks, so a timed add never allocates */
+  enum { CHUNK = 1024 };
+  float fx[CHUNK], fy[CHUNK];
+  const size_t es = vc_dtype_size(dt);
+  for (int64_t i = 0; i < n; i += CHUNK) {
+    const int64_t m = n - i < CHUNK ? n - i : CHUNK;
+    char *yi = (char *)y + (size_t)i * es;
+    check(NULL, vc_convert_to_f32(dt, (const char *)x + (size_t)i * es, fx, m));
+    check(NULL, vc_convert_to_f32(dt, yi, fy, m));
+    for (int64_t j = 0; j < m; j++) fy[j] += fx[j];
+    check(NULL, vc_convert_from_f32(dt, fy, yi, m));
+  }
 }
 
 void dev_map(const vc_dev *d, vc_dtype dt, int64_t n, void *out, const void *a, const void *b, elementwise_op op) {
@@ -307,15 +312,12 @@ double dev_dense_peak(vc_dev *d, vc_dtype dt, vc_math math, int warmup, int reps
 
 /* ---- plan builds ------------------------------------------------------------------------- */
 
-double dev_timed_build(vc_dev *d, void (*build)(void *arg), void *arg, int64_t *mem_bytes) {
+double dev_timed_build(vc_dev *d, void (*build)(void *arg), void *arg) {
   dev_sync(d);
-  const int64_t before = dev_mem_used(d);
   const double t0 = now_ms();
   build(arg);
   dev_sync(d);
-  const double ms = now_ms() - t0;
-  *mem_bytes = before < 0 ? -1 : dev_mem_used(d) - before;
-  return ms;
+  return now_ms() - t0;
 }
 
 static void plan_build_once(void *arg) {
@@ -328,7 +330,7 @@ double plan_timed(void *arg) {
   plan_build *b = arg;
   vc_plan_destroy(b->plan);
   b->plan = NULL;
-  return dev_timed_build(b->dev, plan_build_once, b, &b->mem_bytes);
+  return dev_timed_build(b->dev, plan_build_once, b);
 }
 
 /* ---- one layer --------------------------------------------------------------------------- */
@@ -346,10 +348,15 @@ void dev_params_free(const vc_dev *d, dev_params *prm) {
   memset(prm, 0, sizeof *prm);
 }
 
+conv_call dev_call(const vc_dev *d, const vc_plan *p, const vc_conv_args *a, vc_pass pass, const dev_params *prm,
+                   const void *x, const void *dy, void *y_or_dx, workspace *ws) {
+  const conv_tensors t = {x, prm->w, prm->b, dy, y_or_dx, y_or_dx, prm->dw, prm->db};
+  return conv_call_for(d->ctx, p, a, pass, &t, ws, d->stream);
+}
+
 void dev_pass(const vc_dev *d, const vc_plan *p, const vc_conv_args *a, vc_pass pass, const dev_params *prm,
               const void *x, const void *dy, void *y_or_dx, workspace *ws) {
-  const conv_tensors t = {x, prm->w, prm->b, dy, y_or_dx, y_or_dx, prm->dw, prm->db};
-  const conv_call c = conv_call_for(d->ctx, p, a, pass, &t, ws, d->stream);
+  const conv_call c = dev_call(d, p, a, pass, prm, x, dy, y_or_dx, ws);
   check(d->ctx, conv_execute(&c));
 }
 

@@ -47,7 +47,8 @@ void dev_sync(const vc_dev *d);
 void *dev_random(const vc_dev *d, vc_dtype dt, int64_t n, double scale);
 /* n poisoned elements of dt on the device. */
 void *dev_poisoned(const vc_dev *d, vc_dtype dt, int64_t n);
-/* y[n] += x[n], in f32 arithmetic (cublasAxpyEx on CUDA). */
+/* y[n] += x[n], in f32 arithmetic (cublasAxpyEx on CUDA). Allocates nothing: suite L
+ * times it between its passes. */
 void dev_add(const vc_dev *d, vc_dtype dt, int64_t n, const void *x, void *y);
 
 /* out[n] = op(a, b) elementwise in f32 arithmetic (b may be NULL; out may be a or b). On
@@ -59,30 +60,24 @@ void dev_map(const vc_dev *d, vc_dtype dt, int64_t n, void *out, const void *a, 
 void dev_timer_start(vc_dev *d);
 double dev_timer_stop(vc_dev *d);
 
-/* Bytes in use on the device (cudaMemGetInfo); -1 on the CPU. */
-int64_t dev_mem_used(const vc_dev *d);
-
 /* The dense ceiling of BENCHMARKS.md in TFLOP/s: on CUDA one 8192^3 cublasGemmEx in dt
  * (f32 accumulation; math TF32 selects CUBLAS_COMPUTE_32F_FAST_TF32), on the CPU one
  * 2048^3 cblas_sgemm whatever dt. Random operands; median of reps after warmup.
  * `label` receives a description of what was measured. */
 double dev_dense_peak(vc_dev *d, vc_dtype dt, vc_math math, int warmup, int reps, char *label, size_t len);
 
-/* Runs build(arg) between two device synchronisations and returns its milliseconds;
- * *mem_bytes receives the device memory it kept (cudaMemGetInfo before and after; -1 on
- * the CPU). For kernel-map builds: the timing includes the synchronisation. */
-double dev_timed_build(vc_dev *d, void (*build)(void *arg), void *arg, int64_t *mem_bytes);
+/* Runs build(arg) between two device synchronisations and returns its milliseconds.
+ * For kernel-map builds: the timing includes the synchronisation. */
+double dev_timed_build(vc_dev *d, void (*build)(void *arg), void *arg);
 
 /* Builds (or rebuilds) one plan; a timed_body measuring vc_plan_create plus the device
- * synchronisation. The previous plan is freed outside the timing; mem_bytes receives the
- * device memory the last build took (-1 on the CPU). coords are device memory. */
+ * synchronisation. The previous plan is freed outside the timing. coords are device memory. */
 typedef struct plan_build {
   vc_dev *dev;
   vc_conv_desc desc;
   const int32_t *coords;
   int64_t n;
   vc_plan *plan; /* the last one built */
-  int64_t mem_bytes;
   const vc_plan *paired; /* an inverse plan's strided plan (coords may then be NULL), else NULL */
 } plan_build;
 
@@ -110,8 +105,12 @@ typedef struct dev_params {
 void dev_params_alloc(const vc_dev *d, const vc_plan *p, const vc_conv_args *a, double gain, dev_params *out);
 void dev_params_free(const vc_dev *d, dev_params *prm); /* NULL members are fine */
 
-/* Runs one pass of a layer on the device's stream (asynchronous on CUDA): forward x -> y,
+/* The call of one pass of a layer on the device's context and stream: forward x -> y,
  * backward-data dy -> dx (both in y_or_dx), backward-weight (x, dy) -> prm's dw and db. */
+conv_call dev_call(const vc_dev *d, const vc_plan *p, const vc_conv_args *a, vc_pass pass, const dev_params *prm,
+                   const void *x, const void *dy, void *y_or_dx, workspace *ws);
+
+/* Runs dev_call's call (asynchronous on CUDA). */
 void dev_pass(const vc_dev *d, const vc_plan *p, const vc_conv_args *a, vc_pass pass, const dev_params *prm,
               const void *x, const void *dy, void *y_or_dx, workspace *ws);
 

@@ -3,6 +3,7 @@
 #include "lidar.h"
 
 #include "common.h"
+#include "ply.h"
 #include "voxconv.h"
 
 #include <math.h>
@@ -131,19 +132,6 @@ static double cast(const scene *s, const ray *r) {
 
 /* ---- voxels ------------------------------------------------------------------------------ */
 
-/* (batch, x, y, z) packed so that ascending keys are ascending sites (axes biased by 2^16). */
-static uint64_t key_pack(int64_t b, int64_t x, int64_t y, int64_t z) {
-  return (uint64_t)b << 51 | (uint64_t)(x + 65536) << 34 | (uint64_t)(y + 65536) << 17 | (uint64_t)(z + 65536);
-}
-
-static void key_unpack(uint64_t k, int32_t *row) {
-  const uint64_t m = (1u << 17) - 1;
-  row[0] = (int32_t)(k >> 51);
-  row[1] = (int32_t)((k >> 34) & m) - 65536;
-  row[2] = (int32_t)((k >> 17) & m) - 65536;
-  row[3] = (int32_t)(k & m) - 65536;
-}
-
 /* Casts every ray of scan b and appends the voxel keys of its hits; returns the new count. */
 static int64_t scan_keys(scene *s, int b, int azimuths, uint64_t *keys, int64_t n) {
   ray r = {{0, 0, SENSOR_HEIGHT}, {0, 0, 0}};
@@ -156,28 +144,10 @@ static int64_t scan_keys(scene *s, int b, int azimuths, uint64_t *keys, int64_t 
       if (!(t < MAX_RANGE)) continue;
       int64_t v[3];
       for (int a = 0; a < 3; a++) v[a] = (int64_t)floor((r.o[a] + t * r.d[a]) / VC_LIDAR_VOXEL_M);
-      keys[n++] = key_pack(b, v[0], v[1], v[2]);
+      keys[n++] = vc_site_key(b, v[0], v[1], v[2]);
     }
   }
   return n;
-}
-
-static int key_cmp(const void *a, const void *b) {
-  const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return (x > y) - (x < y);
-}
-
-/* Sorts the keys, drops repeats and unpacks them into a new [n, 4] list. */
-static int32_t *unique_sites(uint64_t *keys, int64_t count, int64_t *n) {
-  qsort(keys, (size_t)count, sizeof *keys, key_cmp);
-  int64_t m = 0;
-  for (int64_t i = 0; i < count; i++)
-    if (m == 0 || keys[i] != keys[m - 1]) keys[m++] = keys[i];
-  int32_t *rows = malloc((size_t)(m ? m : 1) * 4 * sizeof *rows);
-  if (!rows) return NULL;
-  for (int64_t i = 0; i < m; i++) key_unpack(keys[i], rows + 4 * i);
-  *n = m;
-  return rows;
 }
 
 int32_t *vc_lidar_scans(int batch, double scale, uint64_t seed, int64_t *n) {
@@ -186,16 +156,15 @@ int32_t *vc_lidar_scans(int batch, double scale, uint64_t seed, int64_t *n) {
   const int azimuths = (int)ceil(AZIMUTHS * scale);
   uint64_t *keys = malloc((size_t)batch * BEAMS * (size_t)azimuths * sizeof *keys);
   scene *s = malloc(sizeof *s);
-  int32_t *rows = NULL;
-  if (keys && s) {
-    int64_t count = 0;
-    for (int b = 0; b < batch; b++) {
-      scene_make(s, seed + (uint64_t)b);
-      count = scan_keys(s, b, azimuths, keys, count);
-    }
-    rows = unique_sites(keys, count, n);
+  if (!keys || !s) {
+    free(keys), free(s);
+    return NULL;
   }
-  free(keys);
+  int64_t count = 0;
+  for (int b = 0; b < batch; b++) {
+    scene_make(s, seed + (uint64_t)b);
+    count = scan_keys(s, b, azimuths, keys, count);
+  }
   free(s);
-  return rows;
+  return vc_sites_from_keys(keys, count, n); /* frees keys */
 }

@@ -10,7 +10,7 @@
 
 const char *const net_kind_names[] = {"unet", "stack", NULL};
 
-/* The elementwise ops between the layers (op_add is common.h's). */
+/* The elementwise ops between the layers (dev_add does the skip additions). */
 static float op_copy(float a, float b) { return (void)b, a; }
 static float op_relu(float a, float b) { return (void)b, a > 0 ? a : 0; }
 static float op_relu_grad(float g, float z) { return z > 0 ? g : 0; } /* g where the ReLU passed z */
@@ -101,7 +101,7 @@ static void layer_plans(net *nt, int i, const sites *s) {
     return;
   }
   const bool inverse = L->s.paired >= 0; /* its sites come from the paired plan */
-  plan_build pb = {nt->dev, {0}, inverse ? NULL : s->dev, inverse ? 0 : s->n, NULL, -1,
+  plan_build pb = {nt->dev, {0}, inverse ? NULL : s->dev, inverse ? 0 : s->n, NULL,
                    inverse ? nt->L[L->s.paired].plan : NULL};
   vc_conv_desc_init(&pb.desc, L->s.kind, L->s.kernel, L->s.stride, -1, 1);
   L->map_ms = plan_timed(&pb);
@@ -211,8 +211,7 @@ static void layer_pass(net *nt, int i, vc_pass pass, const void *x, const void *
                        double *ms) {
   net_layer *L = &nt->L[i];
   vc_dev *d = nt->dev;
-  const conv_tensors t = {x, L->prm.w, L->prm.b, dy, y_or_dx, y_or_dx, L->prm.dw, L->prm.db};
-  const conv_call c = conv_call_for(d->ctx, L->plan, &L->args, pass, &t, &nt->ws, d->stream);
+  const conv_call c = dev_call(d, L->plan, &L->args, pass, &L->prm, x, dy, y_or_dx, &nt->ws);
   int64_t n[2];
   conv_out_counts(&c, n);
   for (int k = 0; k < 2; k++)

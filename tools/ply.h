@@ -78,6 +78,15 @@ int vc_voxel_size_check(double size, char *err, size_t err_len);
 int vc_ply_write_voxels(const char *path, const int32_t *coords, int64_t n, double size, char *err,
                         size_t err_len);
 
+/* Site (b, x, y, z) as a 64-bit key: the batch from bit 51, each axis biased by -VC_COORD_MIN
+ * in 17 bits, so ascending keys are ascending sites. The site must be in voxconv.h's range. */
+uint64_t vc_site_key(int64_t b, int64_t x, int64_t y, int64_t z);
+
+/* The unique sites of keys[0..count) (repeats allowed), ascending, as a malloc'd int32
+ * [*n, 4] list (never NULL on success, even for no sites). Takes keys, a malloc'd array, and
+ * frees it. NULL (and *n = 0) when out of memory. */
+int32_t *vc_sites_from_keys(uint64_t *keys, int64_t count, int64_t *n);
+
 /* The failure convention of this header: formats one line into err (when err_len > 0) and
  * returns -1. */
 int vc_ply_error(char *err, size_t err_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

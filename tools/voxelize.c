@@ -6,7 +6,8 @@
  * piece is a site. That is exact (no sampling that could miss a corner the surface grazes),
  * and its work is proportional to the sites it finds, which a bound from the triangle's area
  * and perimeter limits before any work starts. Sites are collected as packed keys, repeats
- * included (cells on shared edges), then radix-sorted and made unique.
+ * included (cells on shared edges), then radix-sorted and made unique (vc_sites_from_keys,
+ * which lidar.c's scans share).
  */
 #include "ply.h"
 
@@ -22,22 +23,62 @@ int vc_voxel_size_check(double size, char *err, size_t err_len) {
   return vc_ply_error(err, err_len, "voxel size %g is not a positive finite number", size);
 }
 
-/* ---- sites as keys: 17 bits per axis, offset from VC_COORD_MIN, so that the order of the
- * keys is the order of (i, j, k). Collected with repeats, radix-sorted, repeats dropped. ---- */
+/* ---- sites as keys (ply.h): collected with repeats, radix-sorted, repeats dropped ------- */
 
 #define AXIS_BITS 17
 #define AXIS_MASK ((UINT64_C(1) << AXIS_BITS) - 1)
+#define KEY_BITS (3 * AXIS_BITS + 12) /* the batch takes 12 bits: VC_BATCH_MAX is 4096 */
+
+uint64_t vc_site_key(int64_t b, int64_t x, int64_t y, int64_t z) {
+  return (uint64_t)b << (3 * AXIS_BITS) | (uint64_t)(x - VC_COORD_MIN) << (2 * AXIS_BITS) |
+         (uint64_t)(y - VC_COORD_MIN) << AXIS_BITS | (uint64_t)(z - VC_COORD_MIN);
+}
+
+static void site_of_key(uint64_t k, int32_t *row) {
+  row[0] = (int32_t)(k >> (3 * AXIS_BITS));
+  for (int a = 0; a < 3; a++) row[1 + a] = (int32_t)((k >> (AXIS_BITS * (2 - a))) & AXIS_MASK) + VC_COORD_MIN;
+}
+
+/* LSD radix, 11-bit digits (a count table small enough for tiny lists): stable passes over
+ * the key bits, skipping a digit every key shares (the batch of one voxelised mesh). */
+#define DIGIT_BITS 11
+int32_t *vc_sites_from_keys(uint64_t *keys, int64_t count, int64_t *n) {
+  enum { BUCKETS = 1 << DIGIT_BITS };
+  const size_t len = (size_t)count;
+  uint64_t *v = keys, *tmp = malloc((len ? len : 1) * sizeof *tmp);
+  *n = 0;
+  if (!tmp) {
+    free(keys);
+    return NULL;
+  }
+  for (int shift = 0; shift < KEY_BITS; shift += DIGIT_BITS) {
+    size_t at[BUCKETS] = {0};
+    for (size_t i = 0; i < len; i++) at[(v[i] >> shift) & (BUCKETS - 1)]++;
+    if (len == 0 || at[(v[0] >> shift) & (BUCKETS - 1)] == len) continue;
+    for (size_t b = 0, sum = 0; b < BUCKETS; b++) {
+      size_t c = at[b];
+      at[b] = sum, sum += c;
+    }
+    for (size_t i = 0; i < len; i++) tmp[at[(v[i] >> shift) & (BUCKETS - 1)]++] = v[i];
+    uint64_t *t = v;
+    v = tmp, tmp = t;
+  }
+  free(tmp); /* the other buffer: keys or the scratch, whichever the last pass left behind */
+  size_t m = 0;
+  for (size_t i = 0; i < len; i++)
+    if (m == 0 || v[i] != v[m - 1]) v[m++] = v[i];
+  int32_t *rows = malloc((m ? m : 1) * 4 * sizeof *rows);
+  for (size_t i = 0; rows && i < m; i++) site_of_key(v[i], rows + 4 * i);
+  free(v);
+  if (rows) *n = (int64_t)m;
+  return rows;
+}
 
 typedef struct key_list {
   uint64_t *v;
   size_t n, cap;
+  int32_t batch;
 } key_list;
-
-static uint64_t pack(const int64_t v[3]) {
-  uint64_t k = 0;
-  for (int a = 0; a < 3; a++) k = k << AXIS_BITS | (uint64_t)(v[a] - VC_COORD_MIN);
-  return k;
-}
 
 static bool push(key_list *l, const int64_t v[3]) {
   if (l->n == l->cap) {
@@ -46,33 +87,7 @@ static bool push(key_list *l, const int64_t v[3]) {
     if (!w) return false;
     l->v = w, l->cap = cap;
   }
-  l->v[l->n++] = pack(v);
-  return true;
-}
-
-/* Sorts l ascending (LSD radix, 11-bit digits: 5 stable passes over the 51 key bits, with a
- * count table small enough for tiny lists) and drops repeats. */
-#define DIGIT_BITS 11
-static bool sort_unique(key_list *l) {
-  enum { BUCKETS = 1 << DIGIT_BITS };
-  uint64_t *tmp = malloc((l->n ? l->n : 1) * sizeof *tmp);
-  if (!tmp) return false;
-  for (int shift = 0; shift < 3 * AXIS_BITS; shift += DIGIT_BITS) {
-    size_t count[BUCKETS] = {0};
-    for (size_t i = 0; i < l->n; i++) count[(l->v[i] >> shift) & (BUCKETS - 1)]++;
-    for (size_t b = 0, sum = 0; b < BUCKETS; b++) {
-      size_t c = count[b];
-      count[b] = sum, sum += c;
-    }
-    for (size_t i = 0; i < l->n; i++) tmp[count[(l->v[i] >> shift) & (BUCKETS - 1)]++] = l->v[i];
-    uint64_t *t = l->v;
-    l->v = tmp, tmp = t;
-  }
-  free(tmp);
-  size_t m = 0;
-  for (size_t i = 0; i < l->n; i++)
-    if (m == 0 || l->v[i] != l->v[m - 1]) l->v[m++] = l->v[i];
-  l->n = m;
+  l->v[l->n++] = vc_site_key(l->batch, v[0], v[1], v[2]);
   return true;
 }
 
@@ -241,7 +256,7 @@ int vc_voxelize_limited(const vc_ply *p, double size, int32_t batch, int64_t max
                         "voxel size",
                         size, (long long)max_sites);
 
-  key_list keys = {NULL, 0, 0};
+  key_list keys = {NULL, 0, 0, batch};
   bool ok = true;
   for (int64_t v = 0; ok && v < p->n_vertices; v++) {
     vertex_cell(p, v, size, &q[0], c0, NULL, 0);
@@ -251,20 +266,13 @@ int vc_voxelize_limited(const vc_ply *p, double size, int32_t batch, int64_t max
     triangle_cells(p, t, size, q, c0, c1, NULL, 0);
     ok = raster_triangle(q, c0, c1, &keys);
   }
-  ok = ok && sort_unique(&keys);
-  size_t m = keys.n;
-  int32_t *out = ok ? malloc((m ? m : 1) * 4 * sizeof *out) : NULL;
-  if (!out) {
+  if (!ok) {
     free(keys.v);
     return vc_ply_error(err, err_len, "out of memory");
   }
-  for (size_t i = 0; i < m; i++) {
-    out[4 * i] = batch;
-    for (int a = 0; a < 3; a++)
-      out[4 * i + 1 + a] = (int32_t)((keys.v[i] >> (AXIS_BITS * (2 - a))) & AXIS_MASK) + VC_COORD_MIN;
-  }
-  free(keys.v);
-  *coords = out, *n = (int64_t)m;
+  int32_t *out = vc_sites_from_keys(keys.v, (int64_t)keys.n, n);
+  if (!out) return vc_ply_error(err, err_len, "out of memory");
+  *coords = out;
   return 0;
 }
 

@@ -82,6 +82,7 @@ SIGNATURES = {
     "vc_plan_kernel_volume": (c_int32, [_P]),
     "vc_plan_pair_count": (c_int64, [_P]),
     "vc_plan_desc": (POINTER(ConvDesc), [_P]),
+    "vc_plan_memory_bytes": (c_size_t, [_P]),
     "vc_plan_out_coords": (c_int, [_P, _P, _P]),
     "vc_plan_kernel_map": (c_int, [_P, _P, _P, _P, _P]),
     "vc_conv_workspace_size": (c_int, [_P, POINTER(ConvArgs), c_int, POINTER(c_size_t)]),

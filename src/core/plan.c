@@ -181,6 +181,7 @@ int64_t vc_plan_out_count(const vc_plan *p) { return p ? p->n_out : -1; }
 int32_t vc_plan_kernel_volume(const vc_plan *p) { return p ? p->kvol : -1; }
 int64_t vc_plan_pair_count(const vc_plan *p) { return p ? p->n_pairs : -1; }
 const vc_conv_desc *vc_plan_desc(const vc_plan *p) { return p ? &p->desc : NULL; }
+size_t vc_plan_memory_bytes(const vc_plan *p) { return p ? p->mem_bytes : 0; }
 
 vc_status vc_plan_out_coords(const vc_plan *p, int32_t *coords_out, void *stream) {
   if (!p) return vc_fail(NULL, VC_ERR_INVALID_ARGUMENT, "vc_plan_out_coords: plan is NULL");

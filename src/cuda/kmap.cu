@@ -519,6 +519,13 @@ static vc_status dev_alloc(vc_context *ctx, void **ptr, size_t bytes, cudaStream
   return VC_OK;
 }
 
+/* A buffer the plan owns (vc_cuda_plan_release frees it), counted for vc_plan_memory_bytes. */
+static vc_status plan_alloc(vc_context *ctx, vc_plan *p, void **ptr, size_t bytes, cudaStream_t s, const char *what) {
+  TRY(dev_alloc(ctx, ptr, bytes, s, what));
+  p->mem_bytes += bytes;
+  return VC_OK;
+}
+
 /* Slots per key, in quarters: load 1/2 keeps linear probes short (1.5 expected on a hit). */
 #ifndef VC_TABLE_QUARTERS
 #define VC_TABLE_QUARTERS 8
@@ -670,7 +677,7 @@ static vc_status output_sites(vc_context *ctx, vc_plan *p, const int32_t *coords
   void *sort_tmp;
   TRY(scratch_alloc(ctx, t, &sort_tmp, vc_cuda_sort_tmp_bytes(p->n_out), "sorting output sites"));
   vc_cuda_sort_u64(list, p->n_out, sort_tmp, s);
-  TRY(dev_alloc(ctx, (void **)&p->out_coords, (size_t)p->n_out * 4 * sizeof(int32_t), s, "output coordinates"));
+  TRY(plan_alloc(ctx, p, (void **)&p->out_coords, (size_t)p->n_out * 4 * sizeof(int32_t), s, "output coordinates"));
   k_unpack<<<vc_grid(p->n_out), 256, 0, s>>>(list, p->n_out, p->out_coords);
   VC_CUDA_TRY(ctx, cudaGetLastError());
   return VC_OK;
@@ -694,7 +701,7 @@ static vc_status compact_pairs(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, co
   int64_t *start = NULL;
   p->offsets = (int64_t *)calloc((size_t)K + 1, sizeof(int64_t));
   if (!p->offsets) return vc_fail(ctx, VC_ERR_OUT_OF_MEMORY, "vc_plan_create: out of host memory");
-  TRY(dev_alloc(ctx, (void **)&cp->offsets_dev, (size_t)(K + 1) * sizeof(int64_t), s, "pair offsets"));
+  TRY(plan_alloc(ctx, p, (void **)&cp->offsets_dev, (size_t)(K + 1) * sizeof(int64_t), s, "pair offsets"));
   if (nblk > 0) {
     void *tmp;
     TRY(scratch_alloc(ctx, t, (void **)&start, (size_t)ncnt * sizeof(int64_t), "pair counts"));
@@ -715,8 +722,8 @@ static vc_status compact_pairs(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, co
   p->max_pairs = 0;
   for (int r = 0; r < K; r++)
     if (p->offsets[r + 1] - p->offsets[r] > p->max_pairs) p->max_pairs = p->offsets[r + 1] - p->offsets[r];
-  TRY(dev_alloc(ctx, (void **)&p->pair_in, (size_t)p->n_pairs * sizeof(int32_t), s, "the kernel map"));
-  TRY(dev_alloc(ctx, (void **)&p->pair_out, (size_t)p->n_pairs * sizeof(int32_t), s, "the kernel map"));
+  TRY(plan_alloc(ctx, p, (void **)&p->pair_in, (size_t)p->n_pairs * sizeof(int32_t), s, "the kernel map"));
+  TRY(plan_alloc(ctx, p, (void **)&p->pair_out, (size_t)p->n_pairs * sizeof(int32_t), s, "the kernel map"));
   if (nblk > 0) k_write_pairs<<<(unsigned)nblk, PAIR_ROWS, 0, s>>>(cp->nb, p->n_out, K, start, p->pair_in, p->pair_out);
   VC_CUDA_TRY(ctx, cudaGetLastError());
   return VC_OK;
@@ -727,8 +734,8 @@ static vc_status compact_pairs(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, co
 static vc_status encodings(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const uint32_t *rmask, int W, cudaStream_t s) {
   const int K = p->kvol;
   const int64_t n = p->n_out, nblk = (n + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK;
-  TRY(dev_alloc(ctx, (void **)&cp->order, (size_t)n * sizeof(int32_t), s, "the row order"));
-  TRY(dev_alloc(ctx, (void **)&cp->blk_mask, (size_t)nblk * W * sizeof(uint32_t), s, "block masks"));
+  TRY(plan_alloc(ctx, p, (void **)&cp->order, (size_t)n * sizeof(int32_t), s, "the row order"));
+  TRY(plan_alloc(ctx, p, (void **)&cp->blk_mask, (size_t)nblk * W * sizeof(uint32_t), s, "block masks"));
   if (n > 0) {
     const int bits = (min(K, 32) + 3) / 4 * 4; /* the Gray rank of mask word 0 */
     const int window = vc_cuda(ctx)->order_window;
@@ -738,7 +745,7 @@ static vc_status encodings(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const 
     k_block_masks<<<vc_grid(nblk * W), 256, 0, s>>>(rmask, cp->order, n, W, cp->blk_mask);
   }
   if (p->desc.kind != VC_CONV_SUBMANIFOLD) {
-    TRY(dev_alloc(ctx, (void **)&cp->nbt, (size_t)p->n_in * K * sizeof(int32_t), s, "the reverse kernel map"));
+    TRY(plan_alloc(ctx, p, (void **)&cp->nbt, (size_t)p->n_in * K * sizeof(int32_t), s, "the reverse kernel map"));
     VC_CUDA_TRY(ctx, cudaMemsetAsync(cp->nbt, 0xff, (size_t)p->n_in * K * sizeof(int32_t), s));
     if (n > 0) k_reverse<<<vc_grid(n * K), 256, 0, s>>>(cp->nb, n, K, cp->nbt);
   }
@@ -765,8 +772,8 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
   if (kind == VC_CONV_INVERSE) {
     p->n_in = paired->n_out;
     p->n_out = paired->n_in;
-    TRY(dev_alloc(ctx, (void **)&p->in_coords, (size_t)p->n_in * 16, s, "input coordinates"));
-    TRY(dev_alloc(ctx, (void **)&p->out_coords, (size_t)p->n_out * 16, s, "output coordinates"));
+    TRY(plan_alloc(ctx, p, (void **)&p->in_coords, (size_t)p->n_in * 16, s, "input coordinates"));
+    TRY(plan_alloc(ctx, p, (void **)&p->out_coords, (size_t)p->n_out * 16, s, "output coordinates"));
     VC_CUDA_TRY(ctx, cudaMemcpyAsync(p->in_coords, paired->out_coords, (size_t)p->n_in * 16, cudaMemcpyDeviceToDevice, s));
     VC_CUDA_TRY(ctx, cudaMemcpyAsync(p->out_coords, paired->in_coords, (size_t)p->n_out * 16, cudaMemcpyDeviceToDevice, s));
     if (coords && p->n_in > 0) { /* must equal the paired outputs: compare on the host */
@@ -783,7 +790,7 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
   } else {
     if (bricks) TRY(hash_bricks(ctx, coords, p->n_in, t, &table, &cap, &pool, flags));
     else TRY(hash_inputs(ctx, coords, p->n_in, t, &table, &cap, flags));
-    TRY(dev_alloc(ctx, (void **)&p->in_coords, (size_t)p->n_in * 16, s, "input coordinates"));
+    TRY(plan_alloc(ctx, p, (void **)&p->in_coords, (size_t)p->n_in * 16, s, "input coordinates"));
     VC_CUDA_TRY(ctx, cudaMemcpyAsync(p->in_coords, coords, (size_t)p->n_in * 16, cudaMemcpyDeviceToDevice, s));
     if (kind == VC_CONV_SUBMANIFOLD) {
       p->n_out = p->n_in;
@@ -798,7 +805,7 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
   const int W = (g.K + 31) / 32;
   int32_t *cnt;
   uint32_t *rmask; /* [n_out, W] bit r set when nb[o, r] >= 0: only the order and block masks need it */
-  TRY(dev_alloc(ctx, (void **)&cp->nb, (size_t)nbn * sizeof(int32_t), s, "the neighbour table"));
+  TRY(plan_alloc(ctx, p, (void **)&cp->nb, (size_t)nbn * sizeof(int32_t), s, "the neighbour table"));
   TRY(scratch_alloc(ctx, t, (void **)&rmask, (size_t)p->n_out * W * sizeof(uint32_t), "row masks"));
   TRY(scratch_alloc(ctx, t, (void **)&cnt, (size_t)(nrb * g.K) * sizeof(int32_t), "pair counts"));
   if (p->n_out > 0) {
