@@ -19,7 +19,7 @@ LIBS     = $(BLAS_LIBS) $(OPENMP) -lm -lpthread
 
 CORE_SRCS := $(wildcard src/core/*.c)
 CPU_SRCS  := $(wildcard src/cpu/*.c)
-CUDA_SRCS := $(wildcard src/cuda/*.cu)
+CUDA_SRCS := $(wildcard src/cuda/*.cu src/cuda/hopper/*.cu)
 TOOL_SRCS := $(wildcard tools/*.c)
 TEST_SRCS := $(wildcard tests/*.c)
 GPU_TEST_SRCS := $(wildcard tests/gpu/*.c)

@@ -34,6 +34,13 @@ static vc_status cuda_context_init(vc_context *ctx) {
                    prop.name, prop.major, prop.minor);
   const char *wg = getenv("VOXCONV_WGMMA");
   st->wgmma = prop.major == 9 && prop.minor == 0 && !(wg && !strcmp(wg, "0"));
+  st->n_sm = prop.multiProcessorCount;
+  const char *bn = getenv("VOXCONV_MASKED_BN");
+  if (bn && *bn) {
+    st->masked_bn = atoi(bn);
+    if (strcmp(bn, "64") && strcmp(bn, "128") && strcmp(bn, "256"))
+      return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "vc_context_create: VOXCONV_MASKED_BN = \"%s\"; use 64, 128 or 256", bn);
+  }
   cublasStatus_t b = cublasCreate(&st->blas);
   if (b != CUBLAS_STATUS_SUCCESS)
     return vc_fail(ctx, VC_ERR_DEVICE, "vc_context_create: cublasCreate failed: %s", cublasGetStatusString(b));
@@ -100,22 +107,28 @@ static vc_status cuda_backward_weight(vc_context *ctx, const vc_plan *p, const v
   return run(ctx, p, a, VC_PASS_BACKWARD_WEIGHT, x, dy, NULL, dw, db, ws, stream);
 }
 
+/* masked exists on sm_90 devices only; where its kernel does not apply (f32, channels off
+ * multiples of 8, unaligned operands, wgrad) it runs the implicit kernels. */
 static int cuda_algos(const vc_plan *p, const vc_conv_args *a, vc_pass pass, vc_algo out[8], int *n_tunable) {
-  out[0] = VC_ALGO_IMPLICIT;
-  out[1] = VC_ALGO_EXPLICIT;
-  *n_tunable = 2;
-  return 2;
+  int n = 0;
+  if (vc_cuda(p->ctx)->wgmma) out[n++] = VC_ALGO_MASKED;
+  out[n++] = VC_ALGO_IMPLICIT;
+  out[n++] = VC_ALGO_EXPLICIT;
+  *n_tunable = n;
+  return n;
 }
 
-/* Tensor cores through the fused kernel for 16-bit storage; cuBLAS for f32 and tf32 until
- * the fused kernel has a tf32 tensor-core path. */
+/* Tensor cores through the fused kernels for 16-bit storage (masked on sm_90); cuBLAS for
+ * f32 and tf32 until the fused kernels have a tf32 tensor-core path. */
 static vc_algo cuda_heuristic(const vc_plan *p, const vc_conv_args *a, vc_pass pass) {
-  return a->dtype == VC_DTYPE_F32 ? VC_ALGO_EXPLICIT : VC_ALGO_IMPLICIT;
+  if (a->dtype == VC_DTYPE_F32) return VC_ALGO_EXPLICIT;
+  return vc_cuda(p->ctx)->wgmma ? VC_ALGO_MASKED : VC_ALGO_IMPLICIT;
 }
 
-/* The fused wgrad adds split partials with atomics; everything else has a fixed order. */
+/* The fused wgrad (implicit, and masked's, which is implicit's) adds split partials with
+ * atomics; everything else has a fixed order. */
 static bool cuda_deterministic(vc_algo algo, vc_pass pass) {
-  return !(algo == VC_ALGO_IMPLICIT && pass == VC_PASS_BACKWARD_WEIGHT);
+  return !((algo == VC_ALGO_IMPLICIT || algo == VC_ALGO_MASKED) && pass == VC_PASS_BACKWARD_WEIGHT);
 }
 
 static const char *cuda_device_name(vc_context *ctx) { return vc_cuda(ctx)->name; }

@@ -17,6 +17,10 @@ typedef struct vc_cuda_state {
   int order_window;   /* VC_ORDER_WINDOW, or VC_ORDER_WINDOW_SMALL where its sort does not fit */
   int wgmma;          /* sm_90 device: the implicit algorithm's forward and dgrad use wgmma
                          (VOXCONV_WGMMA=0 at context creation keeps them on mma.sync) */
+  int n_sm;           /* multiprocessors: tile choices fill the device */
+  int masked_bn;      /* VOXCONV_MASKED_BN: the masked kernel's tile width, 0 = chosen per call */
+  void *encode_tiled; /* the driver's cuTensorMapEncodeTiled (sm_90: the masked algorithm's
+                         TMA weight loads), NULL elsewhere */
 } vc_cuda_state;
 
 /* Per-plan device encodings beyond the pair lists (all device memory, plan-owned). */

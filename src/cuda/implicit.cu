@@ -370,7 +370,9 @@ static size_t imp_layout(const vc_plan *p, const vc_conv_args *a, vc_pass pass, 
 
 extern "C" size_t vc_cuda_implicit_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass) {
   const size_t own = imp_layout(p, a, pass, NULL, NULL);
-  const size_t sm90 = vc_cuda(p->ctx)->wgmma ? vc_cuda_implicit_sm90_workspace(p, a, pass) : 0;
+  const size_t sm90 = !vc_cuda(p->ctx)->wgmma                ? 0
+                      : a->algo == VC_ALGO_MASKED ? vc_cuda_masked_workspace(p, a, pass)
+                                                  : vc_cuda_implicit_sm90_workspace(p, a, pass);
   return own > sm90 ? own : sm90;
 }
 
@@ -427,7 +429,7 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
     if (a->dtype != VC_DTYPE_F32) vc_cuda_convert_f32(out0, a->dtype, w.acc, q.co * q.K * q.ci, s);
     if (out1) vc_cuda_column_sums(out1, a->dtype, in1, p->n_out, q.co, w.sums, s);
   } else if (q.rows > 0 && tc && fast && aligned16(ws) && vc_cuda(ctx)->wgmma) {
-    return vc_cuda_implicit_sm90_run(ctx, q, ws, s);
+    return a->algo == VC_ALGO_MASKED ? vc_cuda_masked_run(ctx, q, ws, s) : vc_cuda_implicit_sm90_run(ctx, q, ws, s);
   } else if (q.rows > 0) {
     q.n_tiles = (q.n_cols + bn - 1) / bn;
     const int64_t blocks = (q.rows + bm - 1) / bm * q.n_tiles;
@@ -444,5 +446,7 @@ extern "C" vc_status vc_cuda_implicit_init(vc_context *ctx) {
     for (int m = 0; m < 3; m++)
       for (int d = 0; d < 2; d++)
         VC_CUDA_TRY(ctx, cudaFuncSetAttribute(tc_kernels[f][m][d], cudaFuncAttributeMaxDynamicSharedMemorySize, TC_SMEM_BYTES));
-  return vc_cuda(ctx)->wgmma ? vc_cuda_implicit_sm90_init(ctx) : VC_OK;
+  if (!vc_cuda(ctx)->wgmma) return VC_OK;
+  const vc_status st = vc_cuda_implicit_sm90_init(ctx);
+  return st == VC_OK ? vc_cuda_masked_init(ctx) : st;
 }

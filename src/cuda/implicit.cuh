@@ -139,4 +139,11 @@ size_t vc_cuda_implicit_sm90_workspace(const vc_plan *p, const vc_conv_args *a, 
 vc_status vc_cuda_implicit_sm90_run(vc_context *ctx, const imp_args &q, void *ws, cudaStream_t s);
 vc_status vc_cuda_implicit_sm90_init(vc_context *ctx);
 
+/* hopper/masked.cu: VC_ALGO_MASKED forward and dgrad (warp-specialised wgmma + TMA) on
+ * sm_90a devices, same conditions as above; dgrad needs the workspace for a transposed
+ * weight. init fetches the driver's tensor-map encoder. */
+size_t vc_cuda_masked_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass);
+vc_status vc_cuda_masked_run(vc_context *ctx, const imp_args &q, void *ws, cudaStream_t s);
+vc_status vc_cuda_masked_init(vc_context *ctx);
+
 #endif

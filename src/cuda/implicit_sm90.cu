@@ -99,8 +99,8 @@ __device__ static __forceinline__ void wg_body(const imp_args &args, const int m
     const uint32_t b0 = (uint32_t)__cvta_generic_to_shared(sB + (it % WG_STAGES) * WG_TILE);
 #pragma unroll
     for (int kk = 0; kk < WG_BK / 16; kk++) {
-      if (dt == VC_DTYPE_BF16) vc_wgmma_bf16(acc, vc_wgmma_desc(a0 + 32 * kk), vc_wgmma_desc(b0 + 32 * kk));
-      else vc_wgmma_f16(acc, vc_wgmma_desc(a0 + 32 * kk), vc_wgmma_desc(b0 + 32 * kk));
+      if (dt == VC_DTYPE_BF16) vc_wgmma_n128_bf16(acc, vc_wgmma_desc(a0 + 32 * kk), vc_wgmma_desc(b0 + 32 * kk));
+      else vc_wgmma_n128_f16(acc, vc_wgmma_desc(a0 + 32 * kk), vc_wgmma_desc(b0 + 32 * kk));
     }
     vc_wgmma_commit();
     VC_WGMMA_WAIT(1);

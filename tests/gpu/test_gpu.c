@@ -1,6 +1,7 @@
 /* test_gpu.c — the CUDA backend against the CPU backend, which is the oracle:
  *   kmap_*         kernel maps of every kind identical to the CPU's; bad sites rejected alike
  *   conv_*         every algorithm x pass x dtype/math x kind against the f64 reference
+ *   masked_tiles   the Hopper masked kernel at each tile width (VOXCONV_MASKED_BN), fwd + dgrad
  *   determinism    repeated runs agree; with VOXCONV_DETERMINISTIC=1 bitwise
  *   tune           vc_conv_tune's pick is what VC_ALGO_AUTO runs, and it lands in the cache file
  *   graph_capture  execute calls recorded into a CUDA graph (so they neither allocate nor sync)
@@ -631,7 +632,9 @@ static void check_inputs_intact(const conv_data *cd, const char *what) {
   }
 }
 
-static const vc_algo tested_algos[] = {VC_ALGO_EXPLICIT, VC_ALGO_IMPLICIT, VC_ALGO_AUTO};
+static const vc_algo tested_algos[] = {VC_ALGO_EXPLICIT, VC_ALGO_IMPLICIT, VC_ALGO_MASKED, VC_ALGO_AUTO};
+static bool g_has_masked; /* the backend offers VC_ALGO_MASKED (sm_90, VOXCONV_WGMMA not 0) */
+static bool algo_available(vc_algo algo) { return algo != VC_ALGO_MASKED || g_has_masked; }
 
 /* Every tested algorithm x math x pass on one data set. */
 static void check_all_runs(const plan_pair *pp, conv_data *cd) {
@@ -639,7 +642,7 @@ static void check_all_runs(const plan_pair *pp, conv_data *cd) {
   char what[256];
   for (int m = 0; m < (dt == VC_DTYPE_F32 ? 2 : 1); m++)
     for (size_t k = 0; k < sizeof tested_algos / sizeof *tested_algos; k++)
-      for (int pass = 0; pass < 3; pass++) {
+      for (int pass = 0; pass < 3 && algo_available(tested_algos[k]); pass++) {
         vc_conv_args a = cd->args;
         a.math = m ? VC_MATH_TF32 : VC_MATH_F32;
         a.algo = tested_algos[k];
@@ -714,6 +717,63 @@ static bool subm_setup(plan_pair *pp, conv_data *cd, vc_context *gctx, int64_t n
   return true;
 }
 
+/* The masked kernel's three tile widths, each forced through VOXCONV_MASKED_BN in a context
+ * of its own, forward and dgrad of a submanifold and a strided plan in f16 and bf16, with
+ * enough rows and channels for several row and column tiles and reduction tails; and a bad
+ * VOXCONV_MASKED_BN refused with its message. */
+static void test_masked_tiles(void) {
+  if (!g_has_masked) {
+    printf("  no sm_90 device (or VOXCONV_WGMMA=0): nothing to test\n");
+    return;
+  }
+  static const char *const widths[3] = {"64", "128", "256"};
+  static const int64_t ch[3][2] = {{264, 520}, {200, 136}, {64, 64}};
+  static const vc_dtype dtypes[2] = {VC_DTYPE_F16, VC_DTYPE_BF16};
+  static const vc_conv_kind kinds[2] = {VC_CONV_SUBMANIFOLD, VC_CONV_SPARSE};
+  vc_context *bad = NULL;
+  setenv("VOXCONV_MASKED_BN", "96", 1);
+  const vc_status s = vc_context_create(VC_DEVICE_CUDA, 0, &bad);
+  CHECK(s == VC_ERR_INVALID_ARGUMENT && strstr(vc_last_error(NULL), "VOXCONV_MASKED_BN = \"96\"; use 64, 128 or 256"),
+        "VOXCONV_MASKED_BN=96: %s (%s)", vc_status_string(s), vc_last_error(NULL));
+  vc_context_destroy(bad);
+  for (int b = 0; b < 3; b++) {
+    setenv("VOXCONV_MASKED_BN", widths[b], 1);
+    vc_context *ctx = NULL;
+    CHECK_OK(NULL, vc_context_create(VC_DEVICE_CUDA, 0, &ctx));
+    unsetenv("VOXCONV_MASKED_BN");
+    for (int k = 0; ctx && k < 2; k++) {
+      const int64_t n = g_small ? 1500 : 6000;
+      int32_t *coords = coords_for(n, 2);
+      vc_conv_desc d;
+      if (kinds[k] == VC_CONV_SUBMANIFOLD) vc_conv_desc_init(&d, kinds[k], 3, 1, -1, 1);
+      else vc_conv_desc_init(&d, kinds[k], 2, 2, 0, 1);
+      plan_pair pp;
+      if (pair_build(&pp, ctx, &d, coords, n))
+        for (int c = 0; c < (g_small ? 1 : 3); c++)
+          for (int t = 0; t < 2; t++) {
+            conv_data cd;
+            data_make(&cd, pp.cpu, ch[c][0], ch[c][1], dtypes[t]);
+            data_reference(&cd, pp.cpu, 1u << VC_PASS_FORWARD | 1u << VC_PASS_BACKWARD_DATA);
+            for (int pass = 0; pass < 2; pass++) {
+              vc_conv_args a = cd.args;
+              a.algo = VC_ALGO_MASKED;
+              char what[256];
+              snprintf(what, sizeof what, "%s %s ci=%lld co=%lld masked BN=%s %s", pp.what, vc_dtype_name(a.dtype),
+                       (long long)a.in_channels, (long long)a.out_channels, widths[b], vc_pass_name(pass));
+              void *out[2];
+              if (gpu_run(ctx, pp.gpu, &cd, &a, (vc_pass)pass, out, what))
+                check_close(&cd, (vc_pass)pass, vc_tolerance(a.dtype, a.math), out, what);
+              free_outputs(out);
+            }
+            data_free(&cd);
+          }
+      pair_free(&pp);
+      free(coords);
+    }
+    vc_context_destroy(ctx);
+  }
+}
+
 /* ---- (c) determinism ---------------------------------------------------------------------- */
 
 /* Two runs: each against the reference, and against each other (bitwise when tol is 0). */
@@ -757,7 +817,8 @@ static void test_determinism(void) {
     /* Enough pairs per offset that split-K and atomics, where an algorithm has them, engage. */
     if (subm_setup(&pp, &cd, g_gpu, g_small ? 3000 : 30000, 64, 64, dtypes[k],
                    1u << VC_PASS_FORWARD | 1u << VC_PASS_BACKWARD_WEIGHT)) {
-      for (size_t g = 0; g < sizeof tested_algos / sizeof *tested_algos; g++)
+      for (size_t g = 0; g < sizeof tested_algos / sizeof *tested_algos; g++) {
+        if (!algo_available(tested_algos[g])) continue;
         for (int p = 0; p < 2; p++) {
           vc_conv_args a = cd.args;
           a.algo = tested_algos[g];
@@ -765,6 +826,7 @@ static void test_determinism(void) {
           snprintf(what, sizeof what, "%s %s %s twice", pp.what, vc_dtype_name(a.dtype), vc_algo_name(a.algo));
           run_twice(g_gpu, pp.gpu, &cd, &a, passes[p], vc_tolerance(a.dtype, a.math), what);
         }
+      }
       deterministic_wgrad(&pp, &cd, &det, &det_plan);
     }
     data_free(&cd);
@@ -1172,6 +1234,7 @@ static const vc_test_case cases[] = {
     {"conv_sparse", test_conv_sparse},
     {"conv_inverse", test_conv_inverse},
     {"conv_transposed", test_conv_transposed},
+    {"masked_tiles", test_masked_tiles},
     {"determinism", test_determinism},
     {"tune", test_tune},
     {"graph_capture", test_graph_capture},
@@ -1195,6 +1258,10 @@ static bool setup(void) {
     return false;
   }
   setenv("VOXCONV_CACHE_DIR", g_cache_dir, 1);
+  unsetenv("VOXCONV_MASKED_BN");
+  const char *wg = getenv("VOXCONV_WGMMA");
+  struct cudaDeviceProp prop;
+  g_has_masked = CU(cudaGetDeviceProperties(&prop, 0)) && prop.major == 9 && prop.minor == 0 && !(wg && !strcmp(wg, "0"));
   vc_status s = vc_context_create(VC_DEVICE_CPU, 0, &g_cpu);
   if (s == VC_OK) s = vc_context_create(VC_DEVICE_CUDA, 0, &g_gpu);
   if (s != VC_OK) {

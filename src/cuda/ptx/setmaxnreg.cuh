@@ -1,0 +1,12 @@
+/* setmaxnreg.cuh — moving register budget between warpgroups (sm_90a). Takes effect only
+ * in a kernel with a register cap at entry (__launch_bounds__(threads, 1)) whose
+ * warpgroup roles are the two branches of one if/else. */
+#ifndef VC_PTX_SETMAXNREG_CUH
+#define VC_PTX_SETMAXNREG_CUH
+
+/* n: a literal multiple of 8 in 24..256; every warp of the warpgroup executes it. A dec
+ * frees registers that an inc of another warpgroup then takes. */
+#define VC_SETMAXNREG_DEC(n) asm volatile("setmaxnreg.dec.sync.aligned.u32 " #n ";\n" ::: "memory")
+#define VC_SETMAXNREG_INC(n) asm volatile("setmaxnreg.inc.sync.aligned.u32 " #n ";\n" ::: "memory")
+
+#endif
