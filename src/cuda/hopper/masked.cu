@@ -82,29 +82,41 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
 
   if (wg == 0) { /* ---- producer ---- */
     VC_SETMAXNREG_DEC(56);
-    const int tid = threadIdx.x;
+    /* Thread tid copies 16-byte chunk q of rows m0 + 16 h (h < 8) of every stage; the
+     * swizzle only depends on m % 8, so the destinations are one base + 2048 h. The loop
+     * keeps its offset, chunk and slot as counters: no divisions per stage. */
+    const int tid = threadIdx.x, q = tid & 7, m0 = tid >> 3;
+    const uint32_t dst0 = sA + vc_sw128(m0, q);
     const uint16_t *a_src = (const uint16_t *)p.a_src;
+    const bool in_gtab = n_act <= GTAB_OFFSETS;
+    int a = 0, kc = 0, s = 0, phase = 0;
     for (int it = 0; it < t.n_it; it++) {
-      const int s = it % st;
-      if (it >= st) vc_mbar_wait(empty + 8 * s, ((it / st) - 1) & 1);
-      const int a = it / t.nkc, col = act[a], rw = p.flip ? p.K - 1 - col : col;
-      const int k0 = (it % t.nkc) * MK_BK;
+      if (it >= st) vc_mbar_wait(empty + 8 * s, phase ^ 1);
+      const int col = act[a], rw = p.flip ? p.K - 1 - col : col, k0 = kc * MK_BK;
       if (tid == 0) {
         vc_mbar_arrive_expect_tx(full + 8 * s, MK_B_TILE(bn));
         if (mode == MODE_FWD) vc_tma_load_3d(sB + s * MK_B_TILE(bn), bmap, k0, rw, (int)t.n0, full + 8 * s);
         else vc_tma_load_3d(sB + s * MK_B_TILE(bn), bmap, k0, (int)t.n0, rw, full + 8 * s);
       }
-      const uint32_t dst = sA + s * MK_A_TILE;
+      int32_t row[MK_BM / 16];
 #pragma unroll
-      for (int h = 0; h < MK_BM * MK_BK / 8 / 128; h++) {
-        const int c = tid + h * 128, m = c >> 3, q = c & 7;
-        const int k = k0 + q * 8;
-        const int32_t row = gather_row(p, rowid, gtab, n_act, MK_BM, a, col, m);
-        const bool ok = row >= 0 && k < p.c_red;
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst + vc_sw128(m, q)),
-                     "l"(ok ? a_src + (int64_t)row * p.c_red + k : a_src), "r"(ok ? 16 : 0));
+      for (int h = 0; h < MK_BM / 16; h++) {
+        const int m = m0 + 16 * h;
+        row[h] = in_gtab ? gtab[a * GTAB_STRIDE(MK_BM) + m] : rowid[m] >= 0 ? p.tab[(int64_t)rowid[m] * p.K + col] : -1;
+      }
+      const int k = k0 + q * 8;
+      const bool kin = k < p.c_red;
+      const uint16_t *src_k = a_src + k;
+      const uint32_t dst = dst0 + s * MK_A_TILE;
+#pragma unroll
+      for (int h = 0; h < MK_BM / 16; h++) {
+        const bool ok = kin && row[h] >= 0;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst + 2048 * h),
+                     "l"(ok ? src_k + (int64_t)row[h] * p.c_red : a_src), "r"(ok ? 16 : 0));
       }
       vc_mbar_arrive_cp_async(full + 8 * s);
+      if (++kc == t.nkc) kc = 0, a++;
+      if (++s == st) s = 0, phase ^= 1;
     }
     asm volatile("cp.async.wait_all;\n" ::: "memory"); /* exit with no copy in flight */
   } else { /* ---- consumers ---- */
@@ -113,9 +125,9 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
     float acc[128];
 #pragma unroll
     for (int i = 0; i < bn / 2; i++) acc[i] = 0.0f;
+    int s = 0, phase = 0, prev = 0;
     for (int it = 0; it < t.n_it; it++) {
-      const int s = it % st;
-      vc_mbar_wait(full + 8 * s, (it / st) & 1);
+      vc_mbar_wait(full + 8 * s, phase);
       vc_fence_proxy_async(); /* the cp.async (generic proxy) writes, seen here, to wgmma */
       vc_wgmma_fence();
       const uint32_t a0 = sA + s * MK_A_TILE + cw * 64 * 128, b0 = sB + s * MK_B_TILE(bn);
@@ -123,7 +135,9 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
       for (int kk = 0; kk < MK_BK / 16; kk++) mk_mma(acc, bn, dt, vc_wgmma_desc(a0 + 32 * kk), vc_wgmma_desc(b0 + 32 * kk));
       vc_wgmma_commit();
       VC_WGMMA_WAIT(1); /* the group of stage it-1 has retired: its slot goes back */
-      if (it > 0 && lane == 0) vc_mbar_arrive(empty + 8 * ((it - 1) % st));
+      if (it > 0 && lane == 0) vc_mbar_arrive(empty + 8 * prev);
+      prev = s;
+      if (++s == st) s = 0, phase ^= 1;
     }
     VC_WGMMA_WAIT(0);
 #pragma unroll
