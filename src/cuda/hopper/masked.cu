@@ -33,7 +33,11 @@
 
 #define MK_BM 128
 #define MK_BK 64 /* one 128-byte swizzle row of 16-bit values */
-#define MK_THREADS 384
+/* Producer warpgroups: one alone cannot issue the gathers of the narrower tiles fast
+ * enough; BN = 256 keeps one, because its 128 accumulators a consumer thread need the
+ * 168-register cap of a 384-thread CTA (ptxas compiles under the cap at entry). */
+#define MK_NP(bn) ((bn) == 256 ? 1 : 2)
+#define MK_THREADS(np) (128 * (np) + 256)
 #define MK_A_TILE (MK_BM * MK_BK * 2)
 #define MK_B_TILE(bn) ((bn) * MK_BK * 2)
 #define MK_RING 196608 /* bytes of stage ring in every variant: ST = RING / (A + B tile) */
@@ -58,7 +62,8 @@ __device__ static __forceinline__ void mk_mma(float *acc, int bn, int dt, uint64
 #endif
 
 __device__ static __forceinline__ void mk_body(const imp_args &args, const CUtensorMap *bmap, const int mode,
-                                               const int dt, const int bn) {
+                                               const int dt, const int bn, const int np) {
+  const int pt = 128 * np; /* producer threads */
 #ifdef VC_SM90A
   const int st = MK_STAGES(bn);
   imp_args p = args;
@@ -71,7 +76,7 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
   const uint32_t full = sB + st * MK_B_TILE(bn), empty = full + 8 * st;
   if (threadIdx.x == 0) {
     for (int s = 0; s < st; s++) {
-      vc_mbar_init(full + 8 * s, 128 + 1); /* 128 cp.async arrivals + the TMA issuer's */
+      vc_mbar_init(full + 8 * s, pt + 1); /* the producers' cp.async arrivals + the TMA issuer's */
       vc_mbar_init(empty + 8 * s, 8);      /* one arrival per consumer warp */
     }
     vc_mbar_init_fence();
@@ -80,11 +85,12 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
   /* the warpgroup index through a shuffle: ptxas then knows it is warp-uniform */
   const int wg = __shfl_sync(0xffffffffu, (int)(threadIdx.x >> 7), 0);
 
-  if (wg == 0) { /* ---- producer ---- */
+  if (wg < np) { /* ---- producer ---- */
     VC_SETMAXNREG_DEC(56);
-    /* Thread tid copies 16-byte chunk q of rows m0 + 16 h (h < 8) of every stage; the
-     * swizzle only depends on m % 8, so the destinations are one base + 2048 h. The loop
+    /* Thread tid copies 16-byte chunk q of rows m0 + MR h of every stage; the swizzle only
+     * depends on m % 8, so the destinations are one base + 128 MR h. The loop
      * keeps its offset, chunk and slot as counters: no divisions per stage. */
+    const int MR = pt / 8; /* rows one pass of the producer threads covers */
     const int tid = threadIdx.x, q = tid & 7, m0 = tid >> 3;
     const uint32_t dst0 = sA + vc_sw128(m0, q);
     const uint16_t *a_src = (const uint16_t *)p.a_src;
@@ -98,10 +104,10 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
         if (mode == MODE_FWD) vc_tma_load_3d(sB + s * MK_B_TILE(bn), bmap, k0, rw, (int)t.n0, full + 8 * s);
         else vc_tma_load_3d(sB + s * MK_B_TILE(bn), bmap, k0, (int)t.n0, rw, full + 8 * s);
       }
-      int32_t row[MK_BM / 16];
+      int32_t row[MK_BM / 16]; /* MK_BM / MR of them used */
 #pragma unroll
-      for (int h = 0; h < MK_BM / 16; h++) {
-        const int m = m0 + 16 * h;
+      for (int h = 0; h < MK_BM / MR; h++) {
+        const int m = m0 + MR * h;
         row[h] = in_gtab ? gtab[a * GTAB_STRIDE(MK_BM) + m] : rowid[m] >= 0 ? p.tab[(int64_t)rowid[m] * p.K + col] : -1;
       }
       const int k = k0 + q * 8;
@@ -109,9 +115,9 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
       const uint16_t *src_k = a_src + k;
       const uint32_t dst = dst0 + s * MK_A_TILE;
 #pragma unroll
-      for (int h = 0; h < MK_BM / 16; h++) {
+      for (int h = 0; h < MK_BM / MR; h++) {
         const bool ok = kin && row[h] >= 0;
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst + 2048 * h),
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst + 128 * MR * h),
                      "l"(ok ? src_k + (int64_t)row[h] * p.c_red : a_src), "r"(ok ? 16 : 0));
       }
       vc_mbar_arrive_cp_async(full + 8 * s);
@@ -120,8 +126,10 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
     }
     asm volatile("cp.async.wait_all;\n" ::: "memory"); /* exit with no copy in flight */
   } else { /* ---- consumers ---- */
-    VC_SETMAXNREG_INC(224);
-    const int cw = wg - 1, lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
+    /* what the producers' 56 registers a thread leave of the 64 K */
+    if (np == 1) VC_SETMAXNREG_INC(224);
+    else VC_SETMAXNREG_INC(192);
+    const int cw = wg - np, lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
     float acc[128];
 #pragma unroll
     for (int i = 0; i < bn / 2; i++) acc[i] = 0.0f;
@@ -154,7 +162,7 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
           *(uint32_t *)(sC + m * (bn + MK_CPAD) + n) = pack2(p, t.n0 + n, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
       }
     vc_named_barrier(1, 256);
-    for (int c = threadIdx.x - 128; c < MK_BM * bn / 8; c += 256) {
+    for (int c = threadIdx.x - pt; c < MK_BM * bn / 8; c += 256) {
       const int m = c / (bn / 8), n = (c % (bn / 8)) * 8;
       const int32_t row = rowid[m];
       if (row >= 0 && t.n0 + n < p.n_cols)
@@ -168,8 +176,9 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
 }
 
 #define MK_KERNEL(name, mode, dt, bn)                                                                   \
-  __global__ void __launch_bounds__(MK_THREADS, 1) name(const imp_args p, const __grid_constant__ CUtensorMap bmap) { \
-    mk_body(p, &bmap, mode, dt, bn);                                                                   \
+  __global__ void __launch_bounds__(MK_THREADS(MK_NP(bn)), 1)                                          \
+      name(const imp_args p, const __grid_constant__ CUtensorMap bmap) {                                \
+    mk_body(p, &bmap, mode, dt, bn, MK_NP(bn));                                                        \
   }
 #define MK_KERNELS(bn)                                        \
   MK_KERNEL(k_mk_fwd_f16_##bn, MODE_FWD, VC_DTYPE_F16, bn)    \
@@ -245,7 +254,7 @@ vc_status vc_cuda_masked_run(vc_context *ctx, const imp_args &args, void *ws, cu
   if (e != VC_OK) return e;
   q.n_tiles = (q.n_cols + bn - 1) / bn;
   const int64_t blocks = (q.rows + MK_BM - 1) / MK_BM * q.n_tiles;
-  mk_kernels[v][q.mode == MODE_DGRAD][q.dt == VC_DTYPE_BF16]<<<(unsigned)blocks, MK_THREADS, MK_SMEM(bn), s>>>(q, map);
+  mk_kernels[v][q.mode == MODE_DGRAD][q.dt == VC_DTYPE_BF16]<<<(unsigned)blocks, MK_THREADS(MK_NP(bn)), MK_SMEM(bn), s>>>(q, map);
   VC_CUDA_TRY(ctx, cudaGetLastError());
   return VC_OK;
 }

@@ -4,9 +4,12 @@
 #ifndef VC_PTX_SETMAXNREG_CUH
 #define VC_PTX_SETMAXNREG_CUH
 
-/* n: a literal multiple of 8 in 24..256; every warp of the warpgroup executes it. A dec
+/* n: a literal (or a macro for one) multiple of 8 in 24..256; every warp of the warpgroup executes it. A dec
  * frees registers that an inc of another warpgroup then takes. */
-#define VC_SETMAXNREG_DEC(n) asm volatile("setmaxnreg.dec.sync.aligned.u32 " #n ";\n" ::: "memory")
-#define VC_SETMAXNREG_INC(n) asm volatile("setmaxnreg.inc.sync.aligned.u32 " #n ";\n" ::: "memory")
+#define VC_SETMAXNREG_DEC(n) VC_SETMAXNREG_(dec, n)
+#define VC_SETMAXNREG_INC(n) VC_SETMAXNREG_(inc, n)
+/* two levels, so that a macro argument is expanded before it is spelled into the asm */
+#define VC_SETMAXNREG_(dir, n) VC_SETMAXNREG__(dir, n)
+#define VC_SETMAXNREG__(dir, n) asm volatile("setmaxnreg." #dir ".sync.aligned.u32 " #n ";\n" ::: "memory")
 
 #endif
