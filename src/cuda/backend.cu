@@ -125,10 +125,11 @@ static vc_algo cuda_heuristic(const vc_plan *p, const vc_conv_args *a, vc_pass p
   return vc_cuda(p->ctx)->wgmma ? VC_ALGO_MASKED : VC_ALGO_IMPLICIT;
 }
 
-/* The fused wgrad (implicit, and masked's, which is implicit's) adds split partials with
- * atomics; everything else has a fixed order. */
+/* The implicit wgrad adds split partials with atomics; masked's adds slices in a fixed order
+ * (and where it falls back to the implicit kernel, a deterministic context runs that with one
+ * split, so each element gets one addition onto zero); everything else has a fixed order. */
 static bool cuda_deterministic(vc_algo algo, vc_pass pass) {
-  return !((algo == VC_ALGO_IMPLICIT || algo == VC_ALGO_MASKED) && pass == VC_PASS_BACKWARD_WEIGHT);
+  return !(algo == VC_ALGO_IMPLICIT && pass == VC_PASS_BACKWARD_WEIGHT);
 }
 
 static const char *cuda_device_name(vc_context *ctx) { return vc_cuda(ctx)->name; }

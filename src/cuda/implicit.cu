@@ -370,9 +370,11 @@ static size_t imp_layout(const vc_plan *p, const vc_conv_args *a, vc_pass pass, 
 
 extern "C" size_t vc_cuda_implicit_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass) {
   const size_t own = imp_layout(p, a, pass, NULL, NULL);
-  const size_t sm90 = !vc_cuda(p->ctx)->wgmma                ? 0
-                      : a->algo == VC_ALGO_MASKED ? vc_cuda_masked_workspace(p, a, pass)
-                                                  : vc_cuda_implicit_sm90_workspace(p, a, pass);
+  const bool masked = a->algo == VC_ALGO_MASKED && a->dtype != VC_DTYPE_F32;
+  const size_t sm90 = !vc_cuda(p->ctx)->wgmma                   ? 0
+                      : masked && pass == VC_PASS_BACKWARD_WEIGHT ? vc_cuda_masked_wgrad_workspace(p, a)
+                      : masked                                    ? vc_cuda_masked_workspace(p, a, pass)
+                                                                  : vc_cuda_implicit_sm90_workspace(p, a, pass);
   return own > sm90 ? own : sm90;
 }
 
@@ -414,12 +416,17 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
                     (p->n_in > p->n_out ? p->n_in : p->n_out) * (q.ci > q.co ? q.ci : q.co) / 8 < (int64_t)NONE &&
                     q.co * q.K * q.ci / 8 < (int64_t)NONE;
 
-  if (q.mode == MODE_WGRAD) {
+  const bool sm90 = tc && fast && aligned16(ws) && vc_cuda(ctx)->wgmma;
+  if (q.mode == MODE_WGRAD && sm90 && a->algo == VC_ALGO_MASKED) {
+    return vc_cuda_masked_wgrad_run(ctx, p, a, q, out0, out1, ws, s);
+  } else if (q.mode == MODE_WGRAD) {
     VC_CUDA_TRY(ctx, cudaMemsetAsync(q.out, 0, (size_t)(q.co * q.K * q.ci) * sizeof(float), s));
     if (p->n_pairs > 0) {
       int nsplit = (int)((p->max_pairs + WGRAD_SPLIT_MIN - 1) / WGRAD_SPLIT_MIN);
       if (nsplit < 1) nsplit = 1;
       if ((int64_t)nsplit * q.K > 65535) nsplit = 65535 / q.K;
+      /* masked promises repeatable results: one split adds each element once, onto zero */
+      if (a->algo == VC_ALGO_MASKED && ctx->deterministic) nsplit = 1;
       q.nsplit = nsplit;
       q.split_len = vc_round_up((p->max_pairs + nsplit - 1) / nsplit, bk);
       dim3 grid(vc_blocks(q.ci, bn), vc_blocks(q.co, bm), (unsigned)(q.K * nsplit));
@@ -428,7 +435,7 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
     }
     if (a->dtype != VC_DTYPE_F32) vc_cuda_convert_f32(out0, a->dtype, w.acc, q.co * q.K * q.ci, s);
     if (out1) vc_cuda_column_sums(out1, a->dtype, in1, p->n_out, q.co, w.sums, s);
-  } else if (q.rows > 0 && tc && fast && aligned16(ws) && vc_cuda(ctx)->wgmma) {
+  } else if (q.rows > 0 && sm90) {
     return a->algo == VC_ALGO_MASKED ? vc_cuda_masked_run(ctx, q, ws, s) : vc_cuda_implicit_sm90_run(ctx, q, ws, s);
   } else if (q.rows > 0) {
     q.n_tiles = (q.n_cols + bn - 1) / bn;
@@ -448,5 +455,6 @@ extern "C" vc_status vc_cuda_implicit_init(vc_context *ctx) {
         VC_CUDA_TRY(ctx, cudaFuncSetAttribute(tc_kernels[f][m][d], cudaFuncAttributeMaxDynamicSharedMemorySize, TC_SMEM_BYTES));
   if (!vc_cuda(ctx)->wgmma) return VC_OK;
   const vc_status st = vc_cuda_implicit_sm90_init(ctx);
-  return st == VC_OK ? vc_cuda_masked_init(ctx) : st;
+  const vc_status sm = st == VC_OK ? vc_cuda_masked_init(ctx) : st;
+  return sm == VC_OK ? vc_cuda_masked_wgrad_init(ctx) : sm;
 }

@@ -145,5 +145,11 @@ vc_status vc_cuda_implicit_sm90_init(vc_context *ctx);
 size_t vc_cuda_masked_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass);
 vc_status vc_cuda_masked_run(vc_context *ctx, const imp_args &q, void *ws, cudaStream_t s);
 vc_status vc_cuda_masked_init(vc_context *ctx);
+/* hopper/wgrad.cu: VC_ALGO_MASKED's backward-weight (dw, and db when not NULL) on sm_90a
+ * devices, same conditions; deterministic (split partials in the workspace). */
+size_t vc_cuda_masked_wgrad_workspace(const vc_plan *p, const vc_conv_args *a);
+vc_status vc_cuda_masked_wgrad_run(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, const imp_args &q,
+                                   void *dw, void *db, void *ws, cudaStream_t s);
+vc_status vc_cuda_masked_wgrad_init(vc_context *ctx);
 
 #endif

@@ -1,7 +1,7 @@
 /* test_gpu.c — the CUDA backend against the CPU backend, which is the oracle:
  *   kmap_*         kernel maps of every kind identical to the CPU's; bad sites rejected alike
  *   conv_*         every algorithm x pass x dtype/math x kind against the f64 reference
- *   masked_tiles   the Hopper masked kernel at each tile width (VOXCONV_MASKED_BN), fwd + dgrad
+ *   masked_tiles   the Hopper masked kernels at each tile width (VOXCONV_MASKED_BN), all passes
  *   determinism    repeated runs agree; with VOXCONV_DETERMINISTIC=1 bitwise
  *   tune           vc_conv_tune's pick is what VC_ALGO_AUTO runs, and it lands in the cache file
  *   graph_capture  execute calls recorded into a CUDA graph (so they neither allocate nor sync)
@@ -718,7 +718,7 @@ static bool subm_setup(plan_pair *pp, conv_data *cd, vc_context *gctx, int64_t n
 }
 
 /* The masked kernel's three tile widths, each forced through VOXCONV_MASKED_BN in a context
- * of its own, forward and dgrad of a submanifold and a strided plan in f16 and bf16, with
+ * of its own, all passes of a submanifold and a strided plan in f16 and bf16, with
  * enough rows and channels for several row and column tiles and reduction tails; and a bad
  * VOXCONV_MASKED_BN refused with its message. */
 static void test_masked_tiles(void) {
@@ -753,8 +753,8 @@ static void test_masked_tiles(void) {
           for (int t = 0; t < 2; t++) {
             conv_data cd;
             data_make(&cd, pp.cpu, ch[c][0], ch[c][1], dtypes[t]);
-            data_reference(&cd, pp.cpu, 1u << VC_PASS_FORWARD | 1u << VC_PASS_BACKWARD_DATA);
-            for (int pass = 0; pass < 2; pass++) {
+            data_reference(&cd, pp.cpu, ALL_PASSES);
+            for (int pass = 0; pass < 3; pass++) {
               vc_conv_args a = cd.args;
               a.algo = VC_ALGO_MASKED;
               char what[256];
