@@ -101,9 +101,9 @@ typedef enum vc_algo {
   VC_ALGO_AUTO = 0,      /* the backend picks (tuner) */
   VC_ALGO_REFERENCE = 1, /* plain loops, f64 accumulation: the oracle, slow */
   VC_ALGO_EXPLICIT = 2,  /* per offset: gather -> GEMM -> scatter-add */
-  VC_ALGO_IMPLICIT = 3,  /* fused gather-GEMM-scatter (CUDA) */
-  VC_ALGO_MASKED = 4,    /* masked implicit GEMM, Hopper (CUDA) */
-  VC_ALGO_GROUPED = 5    /* grouped GEMM over offsets (CUDA) */
+  VC_ALGO_IMPLICIT = 3,  /* fused gather-GEMM-scatter, mma.sync (CUDA, any SM >= 8.0) */
+  VC_ALGO_MASKED = 4,    /* masked implicit GEMM on Hopper wgmma (CUDA, sm_90 only) */
+  VC_ALGO_GROUPED = 5    /* grouped GEMM over offsets (not built: no backend offers it) */
 } vc_algo;
 
 typedef struct vc_context vc_context;
@@ -275,16 +275,21 @@ VC_API vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, cons
  *     (backend, device name, pass, ceil(log2 pairs), Ci, Co, kernel volume, dtype, math);
  *  4. otherwise a fixed heuristic.
  * Execute calls never tune (tuning synchronises); call vc_conv_tune once per layer shape.
- * On sm_90 devices VC_ALGO_IMPLICIT runs forward and dgrad in 16-bit storage with wgmma
- * kernels when the channel counts are multiples of 8 and the operands, output and workspace
- * are 16-byte aligned; VOXCONV_WGMMA=0 (read by vc_context_create) keeps them on the
- * mma.sync kernels of other GPUs, for comparison. */
+ * VC_ALGO_MASKED (offered on sm_90 devices, and AUTO's heuristic there for 16-bit storage)
+ * runs all three passes on warp-specialised wgmma kernels when the storage is f16 or bf16,
+ * the channel counts are multiples of 8 and the operands, output and workspace are 16-byte
+ * aligned; otherwise it runs VC_ALGO_IMPLICIT's kernels. Its results are repeatable bit for
+ * bit (its wgrad adds split partials in a fixed order; where it falls back to the implicit
+ * wgrad, a VOXCONV_DETERMINISTIC context runs that with one split). Read by
+ * vc_context_create: VOXCONV_WGMMA=0 removes VC_ALGO_MASKED (for comparisons);
+ * VOXCONV_MASKED_BN=64|128|256 fixes its tile width (else chosen per call from the
+ * channels and the grid; another value fails with VC_ERR_INVALID_ARGUMENT). */
 
 /* The algorithm VC_ALGO_AUTO (or the forced a->algo) runs for this pass now.
  * Errors: VC_ERR_INVALID_ARGUMENT, VC_ERR_UNSUPPORTED (forced algo not in this backend). */
 VC_API vc_status vc_conv_algo_for(const vc_plan *p, const vc_conv_args *a, vc_pass pass, vc_algo *algo);
 
-/* Times the backend's tuning candidates for `pass` (CUDA: implicit and explicit; the
+/* Times the backend's tuning candidates for `pass` (CUDA: masked on sm_90, implicit and explicit; the
  * reference is never one) on random data of the plan's shape, records the fastest in the
  * tune cache (memory and file) and returns it in *best (may be NULL). Unlike execute calls
  * it allocates temporary buffers and synchronises `stream`.

@@ -15,8 +15,8 @@ typedef struct vc_cuda_state {
   cudaMemPool_t pool; /* plan memory: freed blocks stay cached for the next plan (a plan
                          build would otherwise map fresh pages for every buffer) */
   int order_window;   /* VC_ORDER_WINDOW, or VC_ORDER_WINDOW_SMALL where its sort does not fit */
-  int wgmma;          /* sm_90 device: the implicit algorithm's forward and dgrad use wgmma
-                         (VOXCONV_WGMMA=0 at context creation keeps them on mma.sync) */
+  int wgmma;          /* sm_90 device: VC_ALGO_MASKED's wgmma kernels exist (VOXCONV_WGMMA=0
+                         at context creation removes the algorithm, for comparisons) */
   int n_sm;           /* multiprocessors: tile choices fill the device */
   int masked_bn;      /* VOXCONV_MASKED_BN: the masked kernel's tile width, 0 = chosen per call */
   void *encode_tiled; /* the driver's cuTensorMapEncodeTiled (sm_90: the masked algorithm's

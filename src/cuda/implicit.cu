@@ -370,11 +370,10 @@ static size_t imp_layout(const vc_plan *p, const vc_conv_args *a, vc_pass pass, 
 
 extern "C" size_t vc_cuda_implicit_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass) {
   const size_t own = imp_layout(p, a, pass, NULL, NULL);
-  const bool masked = a->algo == VC_ALGO_MASKED && a->dtype != VC_DTYPE_F32;
-  const size_t sm90 = !vc_cuda(p->ctx)->wgmma                   ? 0
-                      : masked && pass == VC_PASS_BACKWARD_WEIGHT ? vc_cuda_masked_wgrad_workspace(p, a)
-                      : masked                                    ? vc_cuda_masked_workspace(p, a, pass)
-                                                                  : vc_cuda_implicit_sm90_workspace(p, a, pass);
+  const bool masked = a->algo == VC_ALGO_MASKED && a->dtype != VC_DTYPE_F32 && vc_cuda(p->ctx)->wgmma;
+  const size_t sm90 = !masked                          ? 0
+                      : pass == VC_PASS_BACKWARD_WEIGHT ? vc_cuda_masked_wgrad_workspace(p, a)
+                                                        : vc_cuda_masked_workspace(p, a, pass);
   return own > sm90 ? own : sm90;
 }
 
@@ -416,8 +415,9 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
                     (p->n_in > p->n_out ? p->n_in : p->n_out) * (q.ci > q.co ? q.ci : q.co) / 8 < (int64_t)NONE &&
                     q.co * q.K * q.ci / 8 < (int64_t)NONE;
 
-  const bool sm90 = tc && fast && aligned16(ws) && vc_cuda(ctx)->wgmma;
-  if (q.mode == MODE_WGRAD && sm90 && a->algo == VC_ALGO_MASKED) {
+  /* VC_ALGO_MASKED's Hopper kernels; where they do not apply it runs the ones below */
+  const bool sm90 = tc && fast && aligned16(ws) && vc_cuda(ctx)->wgmma && a->algo == VC_ALGO_MASKED;
+  if (q.mode == MODE_WGRAD && sm90) {
     return vc_cuda_masked_wgrad_run(ctx, p, a, q, out0, out1, ws, s);
   } else if (q.mode == MODE_WGRAD) {
     VC_CUDA_TRY(ctx, cudaMemsetAsync(q.out, 0, (size_t)(q.co * q.K * q.ci) * sizeof(float), s));
@@ -436,7 +436,7 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
     if (a->dtype != VC_DTYPE_F32) vc_cuda_convert_f32(out0, a->dtype, w.acc, q.co * q.K * q.ci, s);
     if (out1) vc_cuda_column_sums(out1, a->dtype, in1, p->n_out, q.co, w.sums, s);
   } else if (q.rows > 0 && sm90) {
-    return a->algo == VC_ALGO_MASKED ? vc_cuda_masked_run(ctx, q, ws, s) : vc_cuda_implicit_sm90_run(ctx, q, ws, s);
+    return vc_cuda_masked_run(ctx, q, ws, s);
   } else if (q.rows > 0) {
     q.n_tiles = (q.n_cols + bn - 1) / bn;
     const int64_t blocks = (q.rows + bm - 1) / bm * q.n_tiles;
@@ -454,7 +454,6 @@ extern "C" vc_status vc_cuda_implicit_init(vc_context *ctx) {
       for (int d = 0; d < 2; d++)
         VC_CUDA_TRY(ctx, cudaFuncSetAttribute(tc_kernels[f][m][d], cudaFuncAttributeMaxDynamicSharedMemorySize, TC_SMEM_BYTES));
   if (!vc_cuda(ctx)->wgmma) return VC_OK;
-  const vc_status st = vc_cuda_implicit_sm90_init(ctx);
-  const vc_status sm = st == VC_OK ? vc_cuda_masked_init(ctx) : st;
-  return sm == VC_OK ? vc_cuda_masked_wgrad_init(ctx) : sm;
+  const vc_status st = vc_cuda_masked_init(ctx);
+  return st == VC_OK ? vc_cuda_masked_wgrad_init(ctx) : st;
 }

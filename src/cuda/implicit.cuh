@@ -1,6 +1,7 @@
 /* implicit.cuh — what the fused implicit-GEMM kernels share (implicit.cu: mma.sync for any
- * SM >= 80; implicit_sm90.cu: wgmma for sm_90a): the launch arguments, and the per-tile
- * setup that resolves a tile's rows, its active offsets and their gather rows. */
+ * SM >= 80; hopper/masked.cu and hopper/wgrad.cu: wgmma for sm_90a): the launch arguments,
+ * and the per-tile setup that resolves a tile's rows, its active offsets and their gather
+ * rows. */
 #ifndef VC_CUDA_IMPLICIT_CUH
 #define VC_CUDA_IMPLICIT_CUH
 
@@ -133,15 +134,10 @@ __device__ static __forceinline__ uint32_t pack2(const imp_args &p, int64_t n, f
   return *(uint32_t *)&b;
 }
 
-/* implicit_sm90.cu: forward and dgrad with wgmma on sm_90a devices (vc_cuda_state.wgmma),
- * for 16-bit storage on the fast path; dgrad needs the workspace for a transposed weight. */
-size_t vc_cuda_implicit_sm90_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass);
-vc_status vc_cuda_implicit_sm90_run(vc_context *ctx, const imp_args &q, void *ws, cudaStream_t s);
-vc_status vc_cuda_implicit_sm90_init(vc_context *ctx);
-
 /* hopper/masked.cu: VC_ALGO_MASKED forward and dgrad (warp-specialised wgmma + TMA) on
- * sm_90a devices, same conditions as above; dgrad needs the workspace for a transposed
- * weight. init fetches the driver's tensor-map encoder. */
+ * sm_90a devices (vc_cuda_state.wgmma) for 16-bit storage on the fast path (channel counts
+ * multiple of 8; operands, output and workspace 16-byte aligned); dgrad needs the workspace
+ * for a transposed weight. init fetches the driver's tensor-map encoder. */
 size_t vc_cuda_masked_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass);
 vc_status vc_cuda_masked_run(vc_context *ctx, const imp_args &q, void *ws, cudaStream_t s);
 vc_status vc_cuda_masked_init(vc_context *ctx);
