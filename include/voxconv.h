@@ -99,9 +99,10 @@ typedef enum vc_pass {
 
 typedef enum vc_algo {
   VC_ALGO_AUTO = 0,      /* the backend picks (tuner) */
-  VC_ALGO_REFERENCE = 1, /* plain loops, f64 accumulation: the oracle, slow */
+  VC_ALGO_REFERENCE = 1, /* plain loops, f64 accumulation: the oracle, slow (CPU) */
   VC_ALGO_EXPLICIT = 2,  /* per offset: gather -> GEMM -> scatter-add */
-  VC_ALGO_IMPLICIT = 3,  /* fused gather-GEMM-scatter, mma.sync (CUDA, any SM >= 8.0) */
+  VC_ALGO_IMPLICIT = 3,  /* fused gather-GEMM-scatter: mma.sync for 16-bit storage, FFMA for
+                            f32 (CUDA, any SM >= 8.0) */
   VC_ALGO_MASKED = 4,    /* masked implicit GEMM on Hopper wgmma (CUDA, sm_90 only) */
   VC_ALGO_GROUPED = 5    /* grouped GEMM over offsets (not built: no backend offers it) */
 } vc_algo;
@@ -158,8 +159,9 @@ VC_API const char *vc_version(void);
 
 /* Creates a context for one device. kind VC_DEVICE_CPU takes device 0.
  * Owns: the returned context (free with vc_context_destroy).
- * Errors: VC_ERR_INVALID_ARGUMENT (NULL out, bad kind or device), VC_ERR_UNSUPPORTED
- * (backend not in this build), VC_ERR_DEVICE, VC_ERR_OUT_OF_MEMORY. */
+ * Errors: VC_ERR_INVALID_ARGUMENT (NULL out, bad kind or device, a bad VOXCONV_MASKED_BN
+ * on a CUDA device), VC_ERR_UNSUPPORTED (backend not in this build, a GPU below compute
+ * capability 8.0), VC_ERR_DEVICE, VC_ERR_OUT_OF_MEMORY. */
 VC_API vc_status vc_context_create(vc_device_kind kind, int device, vc_context **out);
 
 /* Frees the context. Plans made from it must be destroyed first. NULL is fine.
@@ -173,7 +175,8 @@ VC_API vc_device_kind vc_context_device_kind(const vc_context *ctx);
 
 /* ---- descriptors -------------------------------------------------------------------- */
 
-/* Fills `d` for the same kernel/stride/padding/dilation on all three axes.
+/* Fills `d` for the same kernel/stride/padding/dilation on all three axes, output_bound 0
+ * (unbounded).
  * padding < 0 picks the default: (kernel/2)*dilation for submanifold, 0 otherwise.
  * Validation happens in vc_plan_create. */
 VC_API void vc_conv_desc_init(vc_conv_desc *d, vc_conv_kind kind, int32_t kernel_size,
@@ -267,20 +270,25 @@ VC_API vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, cons
 /* VC_ALGO_AUTO resolves, per pass, in this order (the environment variables are read by
  * vc_context_create, like the cache file):
  *  1. the environment: VOXCONV_ALGO_FORWARD, VOXCONV_ALGO_BACKWARD_DATA,
- *     VOXCONV_ALGO_BACKWARD_WEIGHT = reference | explicit | implicit | masked | grouped;
- *  2. VOXCONV_DETERMINISTIC=1 restricts the choice to algorithms without atomics;
+ *     VOXCONV_ALGO_BACKWARD_WEIGHT = reference | explicit | implicit | masked | grouped
+ *     (grouped: VC_ERR_UNSUPPORTED on every backend);
+ *  2. VOXCONV_DETERMINISTIC (any value but "" and "0") restricts steps 3 and 4 to
+ *     algorithms without atomics (a forced algorithm of step 1 runs as forced);
  *  3. the tune cache: winners recorded by vc_conv_tune, kept in memory per context and in
  *     the text file $VOXCONV_CACHE_DIR/tune-v1.txt (default ~/.cache/voxconv/; read by
  *     vc_context_create), keyed by
  *     (backend, device name, pass, ceil(log2 pairs), Ci, Co, kernel volume, dtype, math);
+ *     the device name carries VOXCONV_WGMMA=0 and VOXCONV_MASKED_BN when set, so such
+ *     contexts keep entries apart from normal ones;
  *  4. otherwise a fixed heuristic.
  * Execute calls never tune (tuning synchronises); call vc_conv_tune once per layer shape.
  * VC_ALGO_MASKED (offered on sm_90 devices, and AUTO's heuristic there for 16-bit storage)
  * runs all three passes on warp-specialised wgmma kernels when the storage is f16 or bf16,
- * the channel counts are multiples of 8 and the operands, output and workspace are 16-byte
- * aligned; otherwise it runs VC_ALGO_IMPLICIT's kernels. Its results are repeatable bit for
- * bit (its wgrad adds split partials in a fixed order; where it falls back to the implicit
- * wgrad, a VOXCONV_DETERMINISTIC context runs that with one split). Read by
+ * the channel counts are multiples of 8, the operands and output (and wgrad's workspace)
+ * are 16-byte aligned and row x channel chunk indices fit 32 bits; otherwise it runs
+ * VC_ALGO_IMPLICIT's kernels. Its results are repeatable bit for bit (its wgrad adds split
+ * partials in a fixed order), except where its wgrad falls back to the implicit kernel
+ * outside a VOXCONV_DETERMINISTIC context (inside one, that runs with one split). Read by
  * vc_context_create: VOXCONV_WGMMA=0 removes VC_ALGO_MASKED (for comparisons);
  * VOXCONV_MASKED_BN=64|128|256 fixes its tile width (else chosen per call from the
  * channels and the grid; another value fails with VC_ERR_INVALID_ARGUMENT). */

@@ -439,14 +439,9 @@ static void test_ply_errors_binary(void) {
 
 /* ---- reading and writing files ---------------------------------------------------------------- */
 
-static const char *tmp_dir(void) {
-  const char *t = getenv("TMPDIR");
-  return t && *t ? t : "/tmp";
-}
-
 /* A fresh empty file; the caller unlinks it. */
 static void tmp_file(char *path, size_t cap) {
-  snprintf(path, cap, "%s/vc_test_ply_XXXXXX", tmp_dir());
+  snprintf(path, cap, "%s/vc_test_ply_XXXXXX", vc_test_tmp_dir());
   int fd = mkstemp(path);
   CHECK(fd >= 0, "mkstemp(%s): %s", path, strerror(errno));
   if (fd >= 0) close(fd);
@@ -455,11 +450,11 @@ static void tmp_file(char *path, size_t cap) {
 static void test_ply_file_errors(void) {
   char path[512], want[256], err[256];
   vc_ply p;
-  snprintf(path, sizeof path, "%s/vc_no_such_dir_for_tests/x.ply", tmp_dir());
+  snprintf(path, sizeof path, "%s/vc_no_such_dir_for_tests/x.ply", vc_test_tmp_dir());
   snprintf(want, sizeof want, "cannot open: %s", strerror(ENOENT));
   expect_msg("missing file", vc_ply_read(path, &p, err, sizeof err), err, want);
   snprintf(want, sizeof want, "cannot read: %s", strerror(EISDIR));
-  expect_msg("directory", vc_ply_read(tmp_dir(), &p, err, sizeof err), err, want);
+  expect_msg("directory", vc_ply_read(vc_test_tmp_dir(), &p, err, sizeof err), err, want);
   tmp_file(path, sizeof path);
   expect_msg("empty file", vc_ply_read(path, &p, err, sizeof err), err, "empty file");
   CHECK(p.xyz == NULL && p.n_vertices == 0, "*out not zeroed");
@@ -472,7 +467,7 @@ static void test_ply_file_errors(void) {
   expect_msg("NULL coords", vc_ply_write_voxels(path, NULL, 2, 1.0, err, sizeof err), err,
              "bad arguments (path set, 2 voxels, coords NULL)");
   unlink(path);
-  snprintf(path, sizeof path, "%s/vc_no_such_dir_for_tests/x.ply", tmp_dir());
+  snprintf(path, sizeof path, "%s/vc_no_such_dir_for_tests/x.ply", vc_test_tmp_dir());
   snprintf(want, sizeof want, "cannot open for writing: %s", strerror(ENOENT));
   expect_msg("unwritable", vc_ply_write_voxels(path, c, 1, 1.0, err, sizeof err), err, want);
   if (access("/dev/full", W_OK) == 0) {

@@ -39,7 +39,12 @@ uint64_t vc_test_seed_from_env(void) {
   return env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL);
 }
 
-static double wall_ms(void) {
+const char *vc_test_tmp_dir(void) {
+  const char *t = getenv("TMPDIR");
+  return t && *t ? t : "/tmp";
+}
+
+double vc_test_now_ms(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
@@ -54,11 +59,11 @@ void vc_test_run_cases(vc_test_runner *r, const vc_test_case *cases) {
     const uint64_t k = r->seed_by_index ? (uint64_t)(i + 1) : (uint64_t)(r->passed + r->failed + 1);
     vc_test_seed(r->seed ^ k * 0x9e3779b97f4a7c15ull);
     failures = 0;
-    const double t0 = r->wall_clock ? wall_ms() : cpu_ms();
+    const double t0 = r->wall_clock ? vc_test_now_ms() : cpu_ms();
     t->fn();
-    const double ms = (r->wall_clock ? wall_ms() : cpu_ms()) - t0;
-    if (r->wall_clock) printf("%s %-*s %9.1f ms\n", failures ? "FAIL" : "ok  ", r->name_width, t->name, ms);
-    else printf("%s %-*s %8.1f ms cpu\n", failures ? "FAIL" : "ok  ", r->name_width, t->name, ms);
+    const double ms = (r->wall_clock ? vc_test_now_ms() : cpu_ms()) - t0;
+    printf("%s %-*s %*.1f ms%s\n", failures ? "FAIL" : "ok  ", r->name_width, t->name, r->wall_clock ? 9 : 8, ms,
+           r->wall_clock ? "" : " cpu");
     fflush(stdout);
     if (failures) r->failed++;
     else r->passed++;

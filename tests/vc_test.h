@@ -25,6 +25,10 @@ void vc_test_reset_failures(void);
 
 /* VC_TEST_SEED, or the time when it is unset. */
 uint64_t vc_test_seed_from_env(void);
+/* Milliseconds of a monotonic clock. */
+double vc_test_now_ms(void);
+/* $TMPDIR, else /tmp. */
+const char *vc_test_tmp_dir(void);
 
 typedef struct vc_test_runner {
   uint64_t seed;                       /* the run's VC_TEST_SEED */

@@ -75,6 +75,7 @@ vc_status vc_context_create(vc_device_kind kind, int device, vc_context **out) {
   vc_status s = be->context_init ? be->context_init(ctx) : VC_OK;
   if (s != VC_OK) {
     memcpy(vc_thread_error, ctx->error, VC_ERROR_LEN);
+    if (be->context_release) be->context_release(ctx); /* what init had set up before it failed */
     free(ctx);
     return s;
   }

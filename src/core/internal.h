@@ -87,35 +87,31 @@ VC_HD static inline void vc_geom_offset(const vc_geom *g, int r, int32_t off[3])
   off[0] = (r / (g->k[2] * g->k[1])) * g->d[0];
 }
 
-/* t = c*s - pad + r*d: the input an output site of a strided (or submanifold) conv reads,
- * and the output an input site of a transposed conv writes. */
-VC_HD static inline void vc_geom_scale(const vc_geom *g, const int32_t *c, int r, int64_t t[3]) {
-  int32_t off[3];
-  vc_geom_offset(g, r, off);
-  for (int a = 0; a < 3; a++) t[a] = (int64_t)c[a + 1] * g->s[a] - g->pad[a] + off[a];
-}
-
-/* t with t*s = c + pad - r*d, false unless divisible on every axis: the inverse relation
- * (outputs a strided conv's input reaches, the input a transposed conv's output reads). */
-VC_HD static inline bool vc_geom_unscale(const vc_geom *g, const int32_t *c, int r, int64_t t[3]) {
-  int32_t off[3];
-  vc_geom_offset(g, r, off);
+/* The site t that c pairs with through the offset whose displacement is off (= r*d,
+ * vc_geom_offset): with `scale`, t = c*s - pad + r*d (the output a transposed conv's input
+ * writes, the input a strided or submanifold conv's output reads); otherwise t with
+ * t*s = c + pad - r*d, false unless divisible on every axis (the output a strided conv's
+ * input reaches, the input a transposed conv's output reads). Loops over many sites pass a
+ * displacement table made once, instead of three divisions a lookup. */
+VC_HD static inline bool vc_geom_pair_at(const vc_geom *g, bool scale, const int32_t *c, const int32_t off[3],
+                                         int64_t t[3]) {
   for (int a = 0; a < 3; a++) {
-    int64_t v = (int64_t)c[a + 1] + g->pad[a] - off[a];
+    if (scale) {
+      t[a] = (int64_t)c[a + 1] * g->s[a] - g->pad[a] + off[a];
+      continue;
+    }
+    const int64_t v = (int64_t)c[a + 1] + g->pad[a] - off[a];
     if (v % g->s[a] != 0) return false;
     t[a] = v / g->s[a];
   }
   return true;
 }
 
-/* The site t that c pairs with through offset r: with `transposed`, t = c*s - pad + r*d
- * (the output a transposed conv's input writes, the input a strided conv's output reads);
- * otherwise t with t*s = c + pad - r*d, false unless divisible (the output a strided
- * conv's input reaches, the input a transposed conv's output reads). */
-VC_HD static inline bool vc_geom_pair(const vc_geom *g, bool transposed, const int32_t *c, int r, int64_t t[3]) {
-  if (!transposed) return vc_geom_unscale(g, c, r, t);
-  vc_geom_scale(g, c, r, t);
-  return true;
+/* The same through offset r. */
+VC_HD static inline bool vc_geom_pair(const vc_geom *g, bool scale, const int32_t *c, int r, int64_t t[3]) {
+  int32_t off[3];
+  vc_geom_offset(g, r, off);
+  return vc_geom_pair_at(g, scale, c, off, t);
 }
 
 typedef struct vc_backend vc_backend;
@@ -199,7 +195,8 @@ struct vc_backend {
    * candidates: vc_conv_tune times nothing then. */
   vc_status (*time_pass)(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, vc_pass pass,
                          void *stream, double *ms);
-  const char *(*device_name)(vc_context *ctx);
+  const char *(*device_name)(vc_context *ctx); /* for the tune key: the device, and anything
+                                                  that changes the candidates or their timing */
 };
 
 extern const vc_backend vc_cpu_backend;

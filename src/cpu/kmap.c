@@ -27,6 +27,12 @@ static int cmp_u64(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* The displacement r*d of every offset, so that lookups do no divisions. */
+typedef int32_t vc_displacements[VC_KERNEL_MAX * VC_KERNEL_MAX * VC_KERNEL_MAX][3];
+static void displacements(const vc_geom *g, vc_displacements off) {
+  for (int r = 0; r < g->K; r++) vc_geom_offset(g, r, off[r]);
+}
+
 /* Output sites of a sparse (transposed == false) or transposed conv: every site reached,
  * sorted ascending by packed key. */
 static vc_status output_sites(vc_context *ctx, const vc_geom *g, const int32_t *in, int64_t n,
@@ -40,11 +46,13 @@ static vc_status output_sites(vc_context *ctx, const vc_geom *g, const int32_t *
     vc_hash_free(&seen);
     return vc_fail(ctx, VC_ERR_OUT_OF_MEMORY, "output sites: out of host memory");
   }
+  vc_displacements off;
+  displacements(g, off);
   for (int64_t i = 0; i < n; i++) {
     const int32_t *c = in + 4 * i;
     for (int r = 0; r < g->K; r++) {
       int64_t t[3];
-      if (!vc_geom_pair(g, transposed, c, r, t) || !vc_geom_in_bound(g, t)) continue;
+      if (!vc_geom_pair_at(g, transposed, c, off[r], t) || !vc_geom_in_bound(g, t)) continue;
       if (!vc_site_in_range(c[0], t[0], t[1], t[2])) {
         free(keys);
         vc_hash_free(&seen);
@@ -91,12 +99,15 @@ static vc_status output_sites(vc_context *ctx, const vc_geom *g, const int32_t *
 static void fill_neighbors(const vc_geom *g, vc_conv_kind kind, const vc_hash *h, const int32_t *out_coords,
                            int64_t n_out, int32_t *nb) {
   const int K = g->K;
+  vc_displacements off;
+  displacements(g, off);
 #pragma omp parallel for schedule(static)
   for (int64_t o = 0; o < n_out; o++) {
     const int32_t *c = out_coords + 4 * o;
     for (int r = 0; r < K; r++) {
       int64_t q[3];
-      const bool ok = vc_geom_pair(g, kind != VC_CONV_TRANSPOSED, c, r, q) && vc_site_in_range(c[0], q[0], q[1], q[2]);
+      const bool ok =
+          vc_geom_pair_at(g, kind != VC_CONV_TRANSPOSED, c, off[r], q) && vc_site_in_range(c[0], q[0], q[1], q[2]);
       nb[o * K + r] = ok ? vc_hash_find(h, vc_key_pack(c[0], (int32_t)q[0], (int32_t)q[1], (int32_t)q[2])) : -1;
     }
   }

@@ -28,12 +28,11 @@ static vc_status cuda_context_init(vc_context *ctx) {
   cudaDeviceProp prop;
   VC_CUDA_TRY(ctx, cudaSetDevice(ctx->device));
   VC_CUDA_TRY(ctx, cudaGetDeviceProperties(&prop, ctx->device));
-  snprintf(st->name, sizeof st->name, "%s", prop.name);
   if (prop.major < 8)
     return vc_fail(ctx, VC_ERR_UNSUPPORTED, "vc_context_create: %s has compute capability %d.%d; voxconv needs 8.0 or newer",
                    prop.name, prop.major, prop.minor);
   const char *wg = getenv("VOXCONV_WGMMA");
-  st->wgmma = prop.major == 9 && prop.minor == 0 && !(wg && !strcmp(wg, "0"));
+  st->masked = prop.major == 9 && prop.minor == 0 && !(wg && !strcmp(wg, "0"));
   st->n_sm = prop.multiProcessorCount;
   const char *bn = getenv("VOXCONV_MASKED_BN");
   if (bn && *bn) {
@@ -41,6 +40,12 @@ static vc_status cuda_context_init(vc_context *ctx) {
     if (strcmp(bn, "64") && strcmp(bn, "128") && strcmp(bn, "256"))
       return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "vc_context_create: VOXCONV_MASKED_BN = \"%s\"; use 64, 128 or 256", bn);
   }
+  /* The tune key's device: a context whose candidates or tiles the environment changed
+   * must not share cache entries with normal ones. */
+  char tag[64] = "";
+  if (prop.major == 9 && prop.minor == 0 && !st->masked) snprintf(tag, sizeof tag, " [VOXCONV_WGMMA=0]");
+  if (st->masked_bn) snprintf(tag + strlen(tag), sizeof tag - strlen(tag), " [VOXCONV_MASKED_BN=%d]", st->masked_bn);
+  snprintf(st->name, sizeof st->name, "%s%s", prop.name, tag);
   cublasStatus_t b = cublasCreate(&st->blas);
   if (b != CUBLAS_STATUS_SUCCESS)
     return vc_fail(ctx, VC_ERR_DEVICE, "vc_context_create: cublasCreate failed: %s", cublasGetStatusString(b));
@@ -52,7 +57,7 @@ static vc_status cuda_context_init(vc_context *ctx) {
   VC_CUDA_TRY(ctx, cudaMemPoolCreate(&st->pool, &pp));
   uint64_t keep = UINT64_MAX; /* never hand cached blocks back to the driver before destroy */
   VC_CUDA_TRY(ctx, cudaMemPoolSetAttribute(st->pool, cudaMemPoolAttrReleaseThreshold, &keep));
-  vc_status s = vc_cuda_kmap_init(ctx);
+  vc_status s = vc_cuda_kmap_init(ctx, prop.sharedMemPerBlockOptin);
   return s == VC_OK ? vc_cuda_implicit_init(ctx) : s;
 }
 
@@ -107,11 +112,12 @@ static vc_status cuda_backward_weight(vc_context *ctx, const vc_plan *p, const v
   return run(ctx, p, a, VC_PASS_BACKWARD_WEIGHT, x, dy, NULL, dw, db, ws, stream);
 }
 
-/* masked exists on sm_90 devices only; where its kernel does not apply (f32, channels off
- * multiples of 8, unaligned operands, wgrad) it runs the implicit kernels. */
+/* masked exists on sm_90 devices only; where its kernels do not apply (f32, channels off
+ * multiples of 8, unaligned operands, an unaligned wgrad workspace) it runs the implicit
+ * kernels. */
 static int cuda_algos(const vc_plan *p, const vc_conv_args *a, vc_pass pass, vc_algo out[8], int *n_tunable) {
   int n = 0;
-  if (vc_cuda(p->ctx)->wgmma) out[n++] = VC_ALGO_MASKED;
+  if (vc_cuda(p->ctx)->masked) out[n++] = VC_ALGO_MASKED;
   out[n++] = VC_ALGO_IMPLICIT;
   out[n++] = VC_ALGO_EXPLICIT;
   *n_tunable = n;
@@ -122,7 +128,7 @@ static int cuda_algos(const vc_plan *p, const vc_conv_args *a, vc_pass pass, vc_
  * f32 and tf32 until the fused kernels have a tf32 tensor-core path. */
 static vc_algo cuda_heuristic(const vc_plan *p, const vc_conv_args *a, vc_pass pass) {
   if (a->dtype == VC_DTYPE_F32) return VC_ALGO_EXPLICIT;
-  return vc_cuda(p->ctx)->wgmma ? VC_ALGO_MASKED : VC_ALGO_IMPLICIT;
+  return vc_cuda(p->ctx)->masked ? VC_ALGO_MASKED : VC_ALGO_IMPLICIT;
 }
 
 /* The implicit wgrad adds split partials with atomics; masked's adds slices in a fixed order

@@ -10,12 +10,12 @@
 
 /* Per-context state. */
 typedef struct vc_cuda_state {
-  char name[128];
+  char name[192]; /* the device, and the environment that changes tuning choices (the tune key) */
   cublasHandle_t blas;
   cudaMemPool_t pool; /* plan memory: freed blocks stay cached for the next plan (a plan
                          build would otherwise map fresh pages for every buffer) */
   int order_window;   /* VC_ORDER_WINDOW, or VC_ORDER_WINDOW_SMALL where its sort does not fit */
-  int wgmma;          /* sm_90 device: VC_ALGO_MASKED's wgmma kernels exist (VOXCONV_WGMMA=0
+  int masked;         /* sm_90 device: VC_ALGO_MASKED's wgmma kernels exist (VOXCONV_WGMMA=0
                          at context creation removes the algorithm, for comparisons) */
   int n_sm;           /* multiprocessors: tile choices fill the device */
   int masked_bn;      /* VOXCONV_MASKED_BN: the masked kernel's tile width, 0 = chosen per call */
@@ -63,8 +63,9 @@ static inline unsigned vc_grid(int64_t n) { return (unsigned)(n < 1 ? 1 : n / 25
 extern "C" {
 #endif
 
-/* kmap.cu; vc_cuda_kmap_init runs once per context */
-vc_status vc_cuda_kmap_init(vc_context *ctx);
+/* kmap.cu; vc_cuda_kmap_init runs once per context (optin: the device's opt-in shared
+ * memory per block) */
+vc_status vc_cuda_kmap_init(vc_context *ctx, size_t optin);
 vc_status vc_cuda_plan_build(vc_context *ctx, vc_plan *p, const int32_t *coords, const vc_plan *paired,
                              void *stream);
 void vc_cuda_plan_release(vc_plan *p);

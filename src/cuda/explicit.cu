@@ -38,7 +38,8 @@ static cublasComputeType_t compute_type(const vc_conv_args *a) {
 typedef struct parts {
   float *acc;
   void *ga, *gb;
-  float *gc, *sums;
+  float *gc;
+  void *sums;
 } parts;
 
 /* Workspace: [acc: f32 output unless the output is f32] [gathered A] [gathered B or f32 C]
@@ -56,7 +57,7 @@ static size_t layout(const vc_plan *p, const vc_conv_args *a, vc_pass pass, char
     ptr[i] = sizes[i] && base ? base + at : NULL;
     at += vc_round_up(sizes[i], 256);
   }
-  if (o) *o = (parts){(float *)ptr[0], ptr[1], ptr[2], (float *)ptr[3], (float *)ptr[4]};
+  if (o) *o = (parts){(float *)ptr[0], ptr[1], ptr[2], (float *)ptr[3], ptr[4]};
   return (size_t)at;
 }
 

@@ -24,6 +24,7 @@
 #define TC_BN 128
 #define TC_BK 32
 #define TC_STAGES 4
+static_assert(TC_STAGES == 4, "the main loop waits with VC_CP_ASYNC_WAIT(2), a literal TC_STAGES - 2");
 #define TC_PAD 8
 #define TC_THREADS 256
 #define TC_TILE_ELEMS (TC_BM * (TC_BK + TC_PAD)) /* >= TC_BK * (TC_BM + TC_PAD) */
@@ -187,7 +188,7 @@ __device__ static __forceinline__ void emit(const imp_args &p, const tile_pos &t
 __device__ static __forceinline__ void emit2(const imp_args &p, const tile_pos &t, const int32_t *rowid, int m, int64_t n, float v0,
                                     float v1) {
   const int32_t row = p.mode == MODE_WGRAD ? -1 : rowid[m];
-  if (row < 0 || p.dt == VC_DTYPE_F32 || n + 1 >= p.n_cols || (p.n_cols & 1)) {
+  if (row < 0 || n + 1 >= p.n_cols || (p.n_cols & 1)) { /* 16-bit storage only (tc_body) */
     emit(p, t, rowid, m, n, v0);
     emit(p, t, rowid, m, n + 1, v1);
     return;
@@ -328,7 +329,7 @@ __device__ static __forceinline__ void ff_load(const imp_args &p, const tile_pos
 
 __global__ void __launch_bounds__(FF_THREADS) k_implicit_ffma(const imp_args p) {
   __shared__ float sA[FF_BK][FF_BM], sB[FF_BK][FF_BN];
-  TILE_SETUP(FF_BM, FF_BN, FF_BK, true);
+  TILE_SETUP(FF_BM, FF_BN, FF_BK, false);
   const int tm = (threadIdx.x / 16) * 4, tn = (threadIdx.x % 16) * 4;
   float acc[4][4] = {{0}};
   for (int it = 0; it < t.n_it; it++) {
@@ -352,29 +353,29 @@ __global__ void __launch_bounds__(FF_THREADS) k_implicit_ffma(const imp_args p) 
 
 typedef struct imp_ws {
   float *acc;  /* wgrad f32 accumulator (non-f32 storage) */
-  float *sums; /* bias-gradient partials */
+  void *sums;  /* bias-gradient partials (vc_cuda_column_sums' tmp) */
 } imp_ws;
 
 static size_t imp_layout(const vc_plan *p, const vc_conv_args *a, vc_pass pass, char *base, imp_ws *o) {
   if (pass != VC_PASS_BACKWARD_WEIGHT) {
-    if (o) o->acc = o->sums = NULL;
+    if (o) o->acc = NULL, o->sums = NULL;
     return 0;
   }
   const int64_t acc = a->dtype == VC_DTYPE_F32 ? 0 : vc_round_up(a->out_channels * p->kvol * a->in_channels * 4, 256);
   if (o) {
     o->acc = acc ? (float *)base : NULL;
-    o->sums = (float *)(base + acc);
+    o->sums = base + acc;
   }
   return (size_t)acc + vc_cuda_column_sums_tmp_bytes(a->out_channels);
 }
 
 extern "C" size_t vc_cuda_implicit_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass) {
   const size_t own = imp_layout(p, a, pass, NULL, NULL);
-  const bool masked = a->algo == VC_ALGO_MASKED && a->dtype != VC_DTYPE_F32 && vc_cuda(p->ctx)->wgmma;
-  const size_t sm90 = !masked                          ? 0
-                      : pass == VC_PASS_BACKWARD_WEIGHT ? vc_cuda_masked_wgrad_workspace(p, a)
-                                                        : vc_cuda_masked_workspace(p, a, pass);
-  return own > sm90 ? own : sm90;
+  /* masked's forward and dgrad need none; its wgrad holds split slices */
+  const bool masked = a->algo == VC_ALGO_MASKED && a->dtype != VC_DTYPE_F32 && vc_cuda(p->ctx)->masked &&
+                      pass == VC_PASS_BACKWARD_WEIGHT;
+  const size_t masked_ws = masked ? vc_cuda_masked_wgrad_workspace(p, a) : 0;
+  return own > masked_ws ? own : masked_ws;
 }
 
 static bool aligned16(const void *ptr) { return ((uintptr_t)ptr & 15) == 0; }
@@ -416,8 +417,8 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
                     q.co * q.K * q.ci / 8 < (int64_t)NONE;
 
   /* VC_ALGO_MASKED's Hopper kernels; where they do not apply it runs the ones below */
-  const bool sm90 = tc && fast && aligned16(ws) && vc_cuda(ctx)->wgmma && a->algo == VC_ALGO_MASKED;
-  if (q.mode == MODE_WGRAD && sm90) {
+  const bool use_masked = fast && vc_cuda(ctx)->masked && a->algo == VC_ALGO_MASKED;
+  if (q.mode == MODE_WGRAD && use_masked && aligned16(ws)) {
     return vc_cuda_masked_wgrad_run(ctx, p, a, q, out0, out1, ws, s);
   } else if (q.mode == MODE_WGRAD) {
     VC_CUDA_TRY(ctx, cudaMemsetAsync(q.out, 0, (size_t)(q.co * q.K * q.ci) * sizeof(float), s));
@@ -435,8 +436,8 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
     }
     if (a->dtype != VC_DTYPE_F32) vc_cuda_convert_f32(out0, a->dtype, w.acc, q.co * q.K * q.ci, s);
     if (out1) vc_cuda_column_sums(out1, a->dtype, in1, p->n_out, q.co, w.sums, s);
-  } else if (q.rows > 0 && sm90) {
-    return vc_cuda_masked_run(ctx, q, ws, s);
+  } else if (q.rows > 0 && use_masked) {
+    return vc_cuda_masked_run(ctx, q, s);
   } else if (q.rows > 0) {
     q.n_tiles = (q.n_cols + bn - 1) / bn;
     const int64_t blocks = (q.rows + bm - 1) / bm * q.n_tiles;
@@ -453,7 +454,7 @@ extern "C" vc_status vc_cuda_implicit_init(vc_context *ctx) {
     for (int m = 0; m < 3; m++)
       for (int d = 0; d < 2; d++)
         VC_CUDA_TRY(ctx, cudaFuncSetAttribute(tc_kernels[f][m][d], cudaFuncAttributeMaxDynamicSharedMemorySize, TC_SMEM_BYTES));
-  if (!vc_cuda(ctx)->wgmma) return VC_OK;
+  if (!vc_cuda(ctx)->masked) return VC_OK;
   const vc_status st = vc_cuda_masked_init(ctx);
   return st == VC_OK ? vc_cuda_masked_wgrad_init(ctx) : st;
 }

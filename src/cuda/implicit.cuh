@@ -33,7 +33,7 @@ typedef struct imp_args {
   int nsplit;
 } imp_args;
 
-/* ---- per-block setup shared by both kernels ---------------------------------------------- */
+/* ---- per-block setup shared by the kernels (mma.sync, FFMA, masked) ---------------------------------------------- */
 
 typedef struct tile_pos {
   int64_t m0, n0;  /* first row (M) and column (N) of the tile */
@@ -113,7 +113,8 @@ __device__ static __forceinline__ int32_t gather_row(const imp_args &p, const in
 }
 
 /* Per-tile shared state of the kernels (tile_setup fills it) and the setup call; `skips`:
- * the kernel skips the MMAs of 16-row blocks that miss an offset (live16). */
+ * the kernel skips the MMAs of row blocks that miss an offset (live16; the mma.sync
+ * kernel only). */
 #define TILE_SETUP(bm, bn, bk, skips)                                                                                    \
   __shared__ int32_t rowid[bm];                                                                               \
   __shared__ int16_t act[MAX_K];                                                                              \
@@ -135,14 +136,14 @@ __device__ static __forceinline__ uint32_t pack2(const imp_args &p, int64_t n, f
 }
 
 /* hopper/masked.cu: VC_ALGO_MASKED forward and dgrad (warp-specialised wgmma + TMA) on
- * sm_90a devices (vc_cuda_state.wgmma) for 16-bit storage on the fast path (channel counts
- * multiple of 8; operands, output and workspace 16-byte aligned); dgrad needs the workspace
- * for a transposed weight. init fetches the driver's tensor-map encoder. */
-size_t vc_cuda_masked_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass);
-vc_status vc_cuda_masked_run(vc_context *ctx, const imp_args &q, void *ws, cudaStream_t s);
+ * sm_90a devices (vc_cuda_state.masked) for 16-bit storage on the fast path (channel counts
+ * multiple of 8; operands and output 16-byte aligned); no workspace. init fetches the
+ * driver's tensor-map encoder. */
+vc_status vc_cuda_masked_run(vc_context *ctx, const imp_args &q, cudaStream_t s);
 vc_status vc_cuda_masked_init(vc_context *ctx);
 /* hopper/wgrad.cu: VC_ALGO_MASKED's backward-weight (dw, and db when not NULL) on sm_90a
- * devices, same conditions; deterministic (split partials in the workspace). */
+ * devices, same conditions and a 16-byte aligned workspace; deterministic (split partials
+ * in the workspace). */
 size_t vc_cuda_masked_wgrad_workspace(const vc_plan *p, const vc_conv_args *a);
 vc_status vc_cuda_masked_wgrad_run(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, const imp_args &q,
                                    void *dw, void *db, void *ws, cudaStream_t s);

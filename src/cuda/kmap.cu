@@ -234,7 +234,7 @@ __global__ static void __launch_bounds__(PAIR_ROWS) k_lookup_rows(const int32_t 
  * 256-byte pool blocks, where a site table costs a random line per neighbour (and the
  * symmetric half-lookup scheme a scattered mirror write per hit). */
 #define BRICK_SITES 64
-#ifndef VC_BRICK_MIN_SITES /* the GPU tests also build with 0: every submanifold case on bricks */
+#ifndef VC_BRICK_MIN_SITES /* -DVC_BRICK_MIN_SITES=0 puts every submanifold map on bricks (for testing) */
 #define VC_BRICK_MIN_SITES (1 << 19)
 #endif
 
@@ -527,9 +527,7 @@ static vc_status plan_alloc(vc_context *ctx, vc_plan *p, void **ptr, size_t byte
 }
 
 /* Slots per key, in quarters: load 1/2 keeps linear probes short (1.5 expected on a hit). */
-#ifndef VC_TABLE_QUARTERS
 #define VC_TABLE_QUARTERS 8
-#endif
 static uint64_t table_capacity(int64_t n) {
   const uint64_t cap = (uint64_t)n * VC_TABLE_QUARTERS / 4 + 1;
   return cap < 1024 ? 1024 : cap;
@@ -837,12 +835,10 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
 
 /* Picks the larger Gray-order window when one block's shared memory holds its sort (sm_90:
  * 227 KB a block), else the smaller one (sm_80: 163 KB, sm_86 and sm_89: 99 KB). */
-extern "C" vc_status vc_cuda_kmap_init(vc_context *ctx) {
-  int optin = 0;
+extern "C" vc_status vc_cuda_kmap_init(vc_context *ctx, size_t optin) {
   cudaFuncAttributes fa;
-  VC_CUDA_TRY(ctx, cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx->device));
   VC_CUDA_TRY(ctx, cudaFuncGetAttributes(&fa, k_order));
-  const bool large = fa.sharedSizeBytes + ORDER_SMEM(VC_ORDER_WINDOW) <= (size_t)optin;
+  const bool large = fa.sharedSizeBytes + ORDER_SMEM(VC_ORDER_WINDOW) <= optin;
   vc_cuda(ctx)->order_window = large ? VC_ORDER_WINDOW : VC_ORDER_WINDOW_SMALL;
   VC_CUDA_TRY(ctx, cudaFuncSetAttribute(large ? k_order : k_order_small, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         (int)ORDER_SMEM(vc_cuda(ctx)->order_window)));

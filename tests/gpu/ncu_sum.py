@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """ncu_sum.py — sums `ncu --csv --metrics gpu__time_duration.sum` output by kernel name.
 
-    ncu --clock-control none --csv --metrics gpu__time_duration.sum CMD > k.csv
+    ncu --clock-control none --csv --print-units base --metrics gpu__time_duration.sum CMD > k.csv
     python3 tests/gpu/ncu_sum.py k.csv          # table: total us, launches, share, name
 """
 import csv
@@ -16,11 +16,9 @@ def main(path):
         sys.exit("ncu_sum: no CSV header in " + path)
     tot, cnt = defaultdict(float), defaultdict(int)
     for r in csv.DictReader(rows[start:]):
-        if r.get("Metric Name") != "gpu__time_duration.sum":
-            continue
-        v = float(r["Metric Value"].replace(",", ""))
-        unit = r.get("Metric Unit", "ns")
-        us = v / 1000.0 if unit == "ns" else v * 1000.0 if unit == "ms" else v
+        if r.get("Metric Unit") != "ns":
+            sys.exit("ncu_sum: expected nanoseconds (--print-units base), got " + repr(r.get("Metric Unit")))
+        us = float(r["Metric Value"].replace(",", "")) / 1000.0
         name = r["Kernel Name"].split("(")[0]
         tot[name] += us
         cnt[name] += 1

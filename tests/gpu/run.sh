@@ -8,7 +8,7 @@
 # step failed. Needs no network.
 #
 # Knobs (environment):
-#   VC_STEPS="info build tests memcheck racecheck run bench"  the steps to run, e.g. to split the work
+#   VC_STEPS="info build tests torch memcheck racecheck run bench"  the steps to run, e.g. to split the work
 #                                                          over calls that have a time limit
 #   VC_TIMEOUT_TESTS, VC_TIMEOUT_SANITIZER, VC_TIMEOUT_BENCH  seconds per step (a hung kernel
 #                                                          must not hang the run)

@@ -27,12 +27,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
-}
-
 static vc_context *g_cpu, *g_gpu; /* the oracle and the backend under test */
 static cudaStream_t g_stream;     /* non-blocking, so work the library puts elsewhere races visibly */
 static bool g_small;              /* --small */
@@ -119,8 +113,7 @@ static bool mentions_number(const char *msg, long long v) {
 }
 
 static bool make_temp_dir(char *buf, size_t len) {
-  const char *base = getenv("TMPDIR");
-  snprintf(buf, len, "%s/vc_gpu_tests.XXXXXX", base && *base ? base : "/tmp");
+  snprintf(buf, len, "%s/vc_gpu_tests.XXXXXX", vc_test_tmp_dir());
   return mkdtemp(buf) != NULL;
 }
 
@@ -636,23 +629,30 @@ static const vc_algo tested_algos[] = {VC_ALGO_EXPLICIT, VC_ALGO_IMPLICIT, VC_AL
 static bool g_has_masked; /* the backend offers VC_ALGO_MASKED (sm_90, VOXCONV_WGMMA not 0) */
 static bool algo_available(vc_algo algo) { return algo != VC_ALGO_MASKED || g_has_masked; }
 
+/* One GPU run of `pass`, its outputs checked against cd's reference. */
+static void run_checked(vc_context *ctx, const vc_plan *p, conv_data *cd, const vc_conv_args *a, vc_pass pass,
+                        const char *what) {
+  void *out[2];
+  if (gpu_run(ctx, p, cd, a, pass, out, what)) check_close(cd, pass, vc_tolerance(a->dtype, a->math), out, what);
+  free_outputs(out);
+}
+
 /* Every tested algorithm x math x pass on one data set. */
 static void check_all_runs(const plan_pair *pp, conv_data *cd) {
   const vc_dtype dt = cd->args.dtype;
   char what[256];
   for (int m = 0; m < (dt == VC_DTYPE_F32 ? 2 : 1); m++)
-    for (size_t k = 0; k < sizeof tested_algos / sizeof *tested_algos; k++)
-      for (int pass = 0; pass < 3 && algo_available(tested_algos[k]); pass++) {
+    for (size_t k = 0; k < sizeof tested_algos / sizeof *tested_algos; k++) {
+      if (!algo_available(tested_algos[k])) continue;
+      for (int pass = 0; pass < 3; pass++) {
         vc_conv_args a = cd->args;
         a.math = m ? VC_MATH_TF32 : VC_MATH_F32;
         a.algo = tested_algos[k];
         snprintf(what, sizeof what, "%s %s%s ci=%lld co=%lld %s %s", pp->what, vc_dtype_name(dt), m ? "+tf32" : "",
                  (long long)a.in_channels, (long long)a.out_channels, vc_algo_name(a.algo), vc_pass_name(pass));
-        void *out[2];
-        if (gpu_run(g_gpu, pp->gpu, cd, &a, (vc_pass)pass, out, what))
-          check_close(cd, (vc_pass)pass, vc_tolerance(dt, a.math), out, what);
-        free_outputs(out);
+        run_checked(g_gpu, pp->gpu, cd, &a, (vc_pass)pass, what);
       }
+    }
   snprintf(what, sizeof what, "%s %s", pp->what, vc_dtype_name(dt));
   check_inputs_intact(cd, what);
 }
@@ -732,46 +732,46 @@ static void test_masked_tiles(void) {
   static const vc_conv_kind kinds[2] = {VC_CONV_SUBMANIFOLD, VC_CONV_SPARSE};
   vc_context *bad = NULL;
   setenv("VOXCONV_MASKED_BN", "96", 1);
-  const vc_status s = vc_context_create(VC_DEVICE_CUDA, 0, &bad);
-  CHECK(s == VC_ERR_INVALID_ARGUMENT && strstr(vc_last_error(NULL), "VOXCONV_MASKED_BN = \"96\"; use 64, 128 or 256"),
-        "VOXCONV_MASKED_BN=96: %s (%s)", vc_status_string(s), vc_last_error(NULL));
+  vc_test_scrub(NULL);
+  CHECK_STATUS(NULL, vc_context_create(VC_DEVICE_CUDA, 0, &bad), VC_ERR_INVALID_ARGUMENT,
+               "VOXCONV_MASKED_BN = \"96\"; use 64, 128 or 256");
   vc_context_destroy(bad);
+  vc_context *ctx[3] = {NULL, NULL, NULL};
   for (int b = 0; b < 3; b++) {
     setenv("VOXCONV_MASKED_BN", widths[b], 1);
-    vc_context *ctx = NULL;
-    CHECK_OK(NULL, vc_context_create(VC_DEVICE_CUDA, 0, &ctx));
-    unsetenv("VOXCONV_MASKED_BN");
-    for (int k = 0; ctx && k < 2; k++) {
-      const int64_t n = g_small ? 1500 : 6000;
-      int32_t *coords = coords_for(n, 2);
-      vc_conv_desc d;
-      if (kinds[k] == VC_CONV_SUBMANIFOLD) vc_conv_desc_init(&d, kinds[k], 3, 1, -1, 1);
-      else vc_conv_desc_init(&d, kinds[k], 2, 2, 0, 1);
-      plan_pair pp;
-      if (pair_build(&pp, ctx, &d, coords, n))
-        for (int c = 0; c < (g_small ? 1 : 3); c++)
-          for (int t = 0; t < 2; t++) {
-            conv_data cd;
-            data_make(&cd, pp.cpu, ch[c][0], ch[c][1], dtypes[t]);
-            data_reference(&cd, pp.cpu, ALL_PASSES);
-            for (int pass = 0; pass < 3; pass++) {
-              vc_conv_args a = cd.args;
-              a.algo = VC_ALGO_MASKED;
-              char what[256];
-              snprintf(what, sizeof what, "%s %s ci=%lld co=%lld masked BN=%s %s", pp.what, vc_dtype_name(a.dtype),
-                       (long long)a.in_channels, (long long)a.out_channels, widths[b], vc_pass_name(pass));
-              void *out[2];
-              if (gpu_run(ctx, pp.gpu, &cd, &a, (vc_pass)pass, out, what))
-                check_close(&cd, (vc_pass)pass, vc_tolerance(a.dtype, a.math), out, what);
-              free_outputs(out);
-            }
-            data_free(&cd);
-          }
-      pair_free(&pp);
-      free(coords);
-    }
-    vc_context_destroy(ctx);
+    CHECK_OK(NULL, vc_context_create(VC_DEVICE_CUDA, 0, &ctx[b]));
   }
+  unsetenv("VOXCONV_MASKED_BN");
+  for (int k = 0; ctx[0] && ctx[1] && ctx[2] && k < 2; k++) {
+    const int64_t n = g_small ? 1500 : 6000;
+    int32_t *coords = coords_for(n, 2);
+    vc_conv_desc d;
+    if (kinds[k] == VC_CONV_SUBMANIFOLD) vc_conv_desc_init(&d, kinds[k], 3, 1, -1, 1);
+    else vc_conv_desc_init(&d, kinds[k], 2, 2, 0, 1);
+    plan_pair pp[3];
+    bool built = true;
+    for (int b = 0; b < 3; b++) built = pair_build(&pp[b], ctx[b], &d, coords, n) && built;
+    /* one data set and reference per channel pair and dtype, run at every width */
+    for (int c = 0; built && c < (g_small ? 1 : 3); c++)
+      for (int t = 0; t < 2; t++) {
+        conv_data cd;
+        data_make(&cd, pp[0].cpu, ch[c][0], ch[c][1], dtypes[t]);
+        data_reference(&cd, pp[0].cpu, ALL_PASSES);
+        for (int b = 0; b < 3; b++)
+          for (int pass = 0; pass < 3; pass++) {
+            vc_conv_args a = cd.args;
+            a.algo = VC_ALGO_MASKED;
+            char what[256];
+            snprintf(what, sizeof what, "%s %s ci=%lld co=%lld masked BN=%s %s", pp[b].what, vc_dtype_name(a.dtype),
+                     (long long)a.in_channels, (long long)a.out_channels, widths[b], vc_pass_name(pass));
+            run_checked(ctx[b], pp[b].gpu, &cd, &a, (vc_pass)pass, what);
+          }
+        data_free(&cd);
+      }
+    for (int b = 0; b < 3; b++) pair_free(&pp[b]);
+    free(coords);
+  }
+  for (int b = 0; b < 3; b++) vc_context_destroy(ctx[b]);
 }
 
 /* ---- (c) determinism ---------------------------------------------------------------------- */
@@ -845,9 +845,9 @@ static void tune_passes(vc_context *ctx, const plan_pair *pp, conv_data *cd, vc_
     vc_conv_args a = cd->args;
     vc_algo now = VC_ALGO_AUTO;
     best[pass] = VC_ALGO_AUTO;
-    const double t0 = now_ms();
+    const double t0 = vc_test_now_ms();
     CHECK_OK(ctx, vc_conv_tune(ctx, pp->gpu, &a, (vc_pass)pass, g_stream, &best[pass]));
-    printf("  tune %s: %s (%.0f ms)\n", vc_pass_name(pass), vc_algo_name(best[pass]), now_ms() - t0);
+    printf("  tune %s: %s (%.0f ms)\n", vc_pass_name(pass), vc_algo_name(best[pass]), vc_test_now_ms() - t0);
     CHECK(best[pass] > VC_ALGO_AUTO && best[pass] <= VC_ALGO_GROUPED, "tune %s returned algo %d", vc_pass_name(pass),
           (int)best[pass]);
     CHECK_OK(ctx, vc_conv_algo_for(pp->gpu, &a, (vc_pass)pass, &now));
@@ -855,10 +855,7 @@ static void tune_passes(vc_context *ctx, const plan_pair *pp, conv_data *cd, vc_
           vc_algo_name(best[pass]), vc_algo_name(now));
     char what[200];
     snprintf(what, sizeof what, "%s tuned auto %s", pp->what, vc_pass_name(pass));
-    void *out[2];
-    if (gpu_run(ctx, pp->gpu, cd, &a, (vc_pass)pass, out, what))
-      check_close(cd, (vc_pass)pass, vc_tolerance(a.dtype, a.math), out, what);
-    free_outputs(out);
+    run_checked(ctx, pp->gpu, cd, &a, (vc_pass)pass, what);
   }
 }
 
@@ -1199,18 +1196,18 @@ static void test_large_2e31_elements(void) {
            (2 * tensor + ((size_t)6 << 30)) / 1073741824.0);
     return;
   }
-  double t = now_ms();
+  double t = vc_test_now_ms();
   L.coords = vc_rand_coords(L.n, L.nb, L.lo, L.lo + L.side - 1);
   large_index(&L);
-  printf("  %lld sites generated and indexed in %.0f ms\n", (long long)L.n, now_ms() - t);
+  printf("  %lld sites generated and indexed in %.0f ms\n", (long long)L.n, vc_test_now_ms() - t);
   vc_conv_desc d;
   vc_conv_desc_init(&d, VC_CONV_SUBMANIFOLD, 3, 1, -1, 1);
   int32_t *dc = dev_upload(L.coords, (size_t)L.n * 4 * sizeof *dc);
-  t = now_ms();
+  t = vc_test_now_ms();
   const bool ok = plan_make(g_gpu, &d, dc, L.n, NULL, &L.plan, "large") && CU(cudaStreamSynchronize(g_stream));
   dev_free(dc);
   if (ok) {
-    printf("  plan: %lld pairs in %.1f ms\n", (long long)vc_plan_pair_count(L.plan), now_ms() - t);
+    printf("  plan: %lld pairs in %.1f ms\n", (long long)vc_plan_pair_count(L.plan), vc_test_now_ms() - t);
     large_check_map(&L);
     if (large_upload(&L)) {
       large_forward(&L, VC_ALGO_IMPLICIT);

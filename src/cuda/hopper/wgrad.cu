@@ -9,42 +9,23 @@
  *
  * The gathered rows are contiguous along the channels, so both wgmma operands are
  * MN-major: a stage row is one pair's 64 channels (128 bytes, 128-byte swizzled), and the
- * tiles are 64-channel atoms of 64 rows. The warp roles and the mbarrier ring are those of
- * masked.cu: producer warpgroups gather with cp.async (no TMA: both operands are gathers),
- * two consumer warpgroups issue m64nBNk16 wgmma over 64 output channels each.
+ * tiles are 64-channel atoms of 64 rows. The warp roles and the stage ring are ring.cuh's:
+ * producer warpgroups gather with cp.async (no TMA: both operands are gathers), two
+ * consumer warpgroups issue m64nBNk16 wgmma over 64 output channels each.
  *
  * No atomics: every split writes its fp32 partial dW to its own slice of the workspace
  * (tiles with no pairs write zeros), and a second kernel adds the slices in split order and
  * converts, so the result is bitwise repeatable. */
 #include "../implicit.cuh"
-#include "../ptx/mbarrier.cuh"
-#include "../ptx/setmaxnreg.cuh"
-#include "../ptx/wgmma.cuh"
+#include "ring.cuh"
 
 #define WR_BM 128 /* output channels per CTA: two consumer warpgroups of 64 */
 #define WR_BK 64  /* pairs per stage */
-#define WR_ATOM (WR_BK * 128) /* bytes of one 64-channel atom of a stage */
-#define WR_A_TILE (2 * WR_ATOM)
-#define WR_B_TILE(bn) ((bn) / 64 * WR_ATOM)
-#define WR_RING 196608
-#define WR_STAGES(bn) (WR_RING / (WR_A_TILE + WR_B_TILE(bn)))
-#define WR_SMEM(bn) (1024 + WR_STAGES(bn) * (WR_A_TILE + WR_B_TILE(bn)) + 16 * WR_STAGES(bn))
-/* producer warpgroups: as in masked.cu, BN = 256 needs the 168-register cap of 384 threads */
-#define WR_NP(bn) ((bn) == 256 ? 1 : 2)
-#define WR_THREADS(np) (128 * (np) + 256)
+#define WR_A_TILE (2 * HP_ATOM) /* a stage: 64 pairs x 128 output channels, two atoms */
+#define WR_B_TILE(bn) ((bn) / 64 * HP_ATOM)
+#define WR_STAGES(bn) HP_STAGES(WR_A_TILE, WR_B_TILE(bn))
+#define WR_SMEM(bn) HP_SMEM(WR_A_TILE, WR_B_TILE(bn))
 #define WR_MIN_SPLIT 512 /* pairs per split at least: 8 stages */
-
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define VC_SM90A 1
-#endif
-
-#ifdef VC_SM90A
-__device__ static __forceinline__ void wr_mma(float *acc, int bn, int dt, uint64_t da, uint64_t db) {
-  if (bn == 64) dt == VC_DTYPE_BF16 ? vc_wgmma_n64_bf16_mn(acc, da, db) : vc_wgmma_n64_f16_mn(acc, da, db);
-  else if (bn == 128) dt == VC_DTYPE_BF16 ? vc_wgmma_n128_bf16_mn(acc, da, db) : vc_wgmma_n128_f16_mn(acc, da, db);
-  else dt == VC_DTYPE_BF16 ? vc_wgmma_n256_bf16_mn(acc, da, db) : vc_wgmma_n256_f16_mn(acc, da, db);
-}
-#endif
 
 /* p: a_src = dy, b_src = x, pin/pout/offsets, K, ci, co, nsplit, split_len; part = the
  * workspace slices [nsplit][co][K][ci]. */
@@ -66,21 +47,12 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, float *part, c
   const int64_t j0 = lo + split * p.split_len, j1 = min(hi, j0 + p.split_len);
   const int n_it = j1 > j0 ? (int)((j1 - j0 + WR_BK - 1) / WR_BK) : 0;
 
-  const uint32_t base = vc_smem_addr(wr_smem);
-  const uint32_t sA = (base + 1023) & ~1023u, sB = sA + st * WR_A_TILE;
-  const uint32_t full = sB + st * WR_B_TILE(bn), empty = full + 8 * st;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < st; s++) {
-      vc_mbar_init(full + 8 * s, pt); /* every producer thread's cp.async arrival */
-      vc_mbar_init(empty + 8 * s, 8);
-    }
-    vc_mbar_init_fence();
-  }
-  __syncthreads();
-  const int wg = __shfl_sync(0xffffffffu, (int)(threadIdx.x >> 7), 0);
+  const hp_ring ring = hp_ring_init(wr_smem, st, WR_A_TILE, WR_B_TILE(bn), pt); /* cp.async arrivals only */
+  const uint32_t sA = ring.a, sB = ring.b, full = ring.full, empty = ring.empty;
+  const int wg = hp_warpgroup();
 
   if (wg < np) { /* ---- producers ---- */
-    VC_SETMAXNREG_DEC(56);
+    hp_producer_regs();
     /* thread tid: 16-byte chunk q of every atom, pair rows k0 + KR h of each stage */
     const int KR = pt / 8, tid = threadIdx.x, q = tid & 7, k0 = tid >> 3;
     const uint16_t *dy = (const uint16_t *)p.a_src, *x = (const uint16_t *)p.b_src;
@@ -121,14 +93,14 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, float *part, c
         for (int w = 0; w < 2; w++) {
           const int64_t c = m0 + 64 * w + 8 * q;
           const bool ok = valid && c < p.co;
-          asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sA + s * WR_A_TILE + w * WR_ATOM + off),
+          asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sA + s * WR_A_TILE + w * HP_ATOM + off),
                        "l"(ok ? dy + o * p.co + c : dy), "r"(ok ? 16 : 0));
         }
 #pragma unroll
         for (int u = 0; u < bn / 64; u++) {
           const int64_t c = n0 + 64 * u + 8 * q;
           const bool ok = valid && c < p.ci;
-          asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sB + s * WR_B_TILE(bn) + u * WR_ATOM + off),
+          asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sB + s * WR_B_TILE(bn) + u * HP_ATOM + off),
                        "l"(ok ? x + i * p.ci + c : x), "r"(ok ? 16 : 0));
         }
       }
@@ -137,30 +109,12 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, float *part, c
     }
     asm volatile("cp.async.wait_all;\n" ::: "memory");
   } else { /* ---- consumers ---- */
-    if (np == 1) VC_SETMAXNREG_INC(224);
-    else VC_SETMAXNREG_INC(192);
+    hp_consumer_regs(np);
     const int cw = wg - np, lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
     float acc[128];
 #pragma unroll
     for (int i = 0; i < bn / 2; i++) acc[i] = 0.0f;
-    int s = 0, phase = 0, prev = 0;
-    for (int it = 0; it < n_it; it++) {
-      vc_mbar_wait(full + 8 * s, phase);
-      vc_fence_proxy_async();
-      vc_wgmma_fence();
-      const uint32_t a0 = sA + s * WR_A_TILE + cw * WR_ATOM, b0 = sB + s * WR_B_TILE(bn);
-#pragma unroll
-      for (int kk = 0; kk < WR_BK / 16; kk++)
-        wr_mma(acc, bn, dt, vc_wgmma_desc_mn(a0 + 2048 * kk, WR_ATOM), vc_wgmma_desc_mn(b0 + 2048 * kk, WR_ATOM));
-      vc_wgmma_commit();
-      VC_WGMMA_WAIT(1);
-      if (it > 0 && lane == 0) vc_mbar_arrive(empty + 8 * prev);
-      prev = s;
-      if (++s == st) s = 0, phase ^= 1;
-    }
-    VC_WGMMA_WAIT(0);
-#pragma unroll
-    for (int i = 0; i < bn / 2; i++) vc_reg_fence(acc[i]);
+    hp_consume(acc, ring, n_it, st, WR_A_TILE, WR_B_TILE(bn), cw * HP_ATOM, bn, dt, HP_MNMN);
     /* the fragment: row = output channel, column = input channel */
     const int64_t kci = (int64_t)p.K * p.ci;
     float *dst = part + (int64_t)split * p.co * kci + (int64_t)r * p.ci;
@@ -179,8 +133,8 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, float *part, c
 }
 
 #define WR_KERNEL(name, dt, bn)                                                                  \
-  __global__ void __launch_bounds__(WR_THREADS(WR_NP(bn)), 1) name(const imp_args p, float *part) { \
-    wr_body(p, part, dt, bn, WR_NP(bn));                                                        \
+  __global__ void __launch_bounds__(HP_THREADS(HP_NP(bn)), 1) name(const imp_args p, float *part) { \
+    wr_body(p, part, dt, bn, HP_NP(bn));                                                        \
   }
 WR_KERNEL(k_wr_f16_64, VC_DTYPE_F16, 64)
 WR_KERNEL(k_wr_bf16_64, VC_DTYPE_BF16, 64)
@@ -238,7 +192,7 @@ vc_status vc_cuda_masked_wgrad_run(vc_context *ctx, const vc_plan *p, const vc_c
   q.nsplit = nsplit;
   q.split_len = vc_round_up((p->max_pairs + nsplit - 1) / nsplit, WR_BK);
   const int64_t blocks = (q.co + WR_BM - 1) / WR_BM * ((q.ci + bn - 1) / bn) * q.K * nsplit;
-  wr_kernels[v][q.dt == VC_DTYPE_BF16]<<<(unsigned)blocks, WR_THREADS(WR_NP(bn)), WR_SMEM(bn), s>>>(q, part);
+  wr_kernels[v][q.dt == VC_DTYPE_BF16]<<<(unsigned)blocks, HP_THREADS(HP_NP(bn)), WR_SMEM(bn), s>>>(q, part);
   k_add_splits<<<vc_grid(n), 256, 0, s>>>(part, nsplit, n, dw, q.dt);
   if (db)
     vc_cuda_column_sums(db, a->dtype, q.a_src, p->n_out, q.co,

@@ -1,0 +1,125 @@
+/* ring.cuh — what the Hopper kernels (masked.cu: forward and dgrad, wgrad.cu) share: the
+ * warp roles, the shared-memory stage ring between producer and consumer warpgroups with
+ * its full/empty mbarriers, and the consumers' main loop of wgmma steps.
+ *
+ * A CTA has np producer warpgroups (warpgroups 0..np-1) and two consumer warpgroups. A
+ * stage is an A tile (the consumers' 2 x 64 rows, 64 reduction values deep) and a B tile
+ * (bn columns), both 128-byte swizzled, in a 192 KB ring. Slot s's `full` barrier completes
+ * when the producers' copies of the stage have landed; its `empty` barrier when the 8
+ * consumer warps have retired the wgmma that read it. */
+#ifndef VC_CUDA_HOPPER_RING_CUH
+#define VC_CUDA_HOPPER_RING_CUH
+
+#include "../dtype.cuh"
+#include "../ptx/mbarrier.cuh"
+#include "../ptx/setmaxnreg.cuh"
+#include "../ptx/wgmma.cuh"
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define VC_SM90A 1
+#endif
+
+#define HP_RING 196608 /* bytes of stage ring in every kernel */
+#define HP_STAGES(a_tile, b_tile) (HP_RING / ((a_tile) + (b_tile)))
+/* dynamic shared memory: 1024 bytes of alignment slack, the ring, 2 barriers per stage */
+#define HP_SMEM(a_tile, b_tile) (1024 + HP_RING + 16 * HP_STAGES(a_tile, b_tile))
+/* Producer warpgroups: one alone cannot issue the gathers of the narrower tiles fast
+ * enough; bn = 256 keeps one, because its 128 accumulators a consumer thread need the
+ * 168-register cap of a 384-thread CTA (ptxas compiles under the cap at entry). */
+#define HP_NP(bn) ((bn) == 256 ? 1 : 2)
+#define HP_THREADS(np) (128 * (np) + 256)
+/* bytes between 64-column atoms of an MN-major tile: 64 rows of 128 bytes */
+#define HP_ATOM 8192
+
+/* Operand layouts of the kernels' wgmma (see ptx/wgmma.cuh). */
+enum { HP_KK, HP_KMN, HP_MNMN };
+
+typedef struct hp_ring {
+  uint32_t a, b;         /* shared addresses of slot 0's A and B tiles */
+  uint32_t full, empty;  /* slot 0's barriers; slot s's are 8 * s further */
+  uint8_t *base;         /* the ring as a pointer (epilogue staging) */
+} hp_ring;
+
+#ifdef VC_SM90A
+/* Lays the ring out in dynamic shared memory and initialises its barriers (full expects
+ * `arrivals` arrivals, empty one per consumer warp); every thread of the CTA calls it. */
+__device__ static __forceinline__ hp_ring hp_ring_init(uint8_t *smem, int st, int a_tile, int b_tile, int arrivals) {
+  hp_ring r;
+  const uint32_t base = vc_smem_addr(smem);
+  r.base = smem + (((base + 1023) & ~1023u) - base);
+  r.a = vc_smem_addr(r.base), r.b = r.a + st * a_tile;
+  r.full = r.b + st * b_tile, r.empty = r.full + 8 * st;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < st; s++) {
+      vc_mbar_init(r.full + 8 * s, arrivals);
+      vc_mbar_init(r.empty + 8 * s, 8);
+    }
+    vc_mbar_init_fence();
+  }
+  __syncthreads();
+  return r;
+}
+
+/* This thread's warpgroup, through a shuffle: ptxas then knows it is warp-uniform. */
+__device__ static __forceinline__ int hp_warpgroup(void) {
+  return __shfl_sync(0xffffffffu, (int)(threadIdx.x >> 7), 0);
+}
+
+/* The role split's register moves: producers keep 56 a thread, consumers take what that
+ * leaves of the 64 K (their cap at entry is already enough with two producer warpgroups). */
+__device__ static __forceinline__ void hp_producer_regs(void) { VC_SETMAXNREG_DEC(56); }
+__device__ static __forceinline__ void hp_consumer_regs(int np) {
+  if (np == 1) VC_SETMAXNREG_INC(224);
+  else VC_SETMAXNREG_INC(192);
+}
+
+/* One k16 step; bn, dt and layout are compile-time constants in every kernel, so this is
+ * one instruction. */
+__device__ static __forceinline__ void hp_mma(float *acc, int bn, int dt, int layout, uint64_t da, uint64_t db) {
+#define HP_MMA_N(n)                                                                                               \
+  if (layout == HP_KK) dt == VC_DTYPE_BF16 ? vc_wgmma_n##n##_bf16_kk(acc, da, db) : vc_wgmma_n##n##_f16_kk(acc, da, db); \
+  else if (layout == HP_KMN)                                                                                     \
+    dt == VC_DTYPE_BF16 ? vc_wgmma_n##n##_bf16_kmn(acc, da, db) : vc_wgmma_n##n##_f16_kmn(acc, da, db);          \
+  else dt == VC_DTYPE_BF16 ? vc_wgmma_n##n##_bf16_mnmn(acc, da, db) : vc_wgmma_n##n##_f16_mnmn(acc, da, db);
+  if (bn == 64) {
+    HP_MMA_N(64)
+  } else if (bn == 128) {
+    HP_MMA_N(128)
+  } else {
+    HP_MMA_N(256)
+  }
+#undef HP_MMA_N
+}
+
+/* The consumers' main loop over n_it stages: consumer warpgroup cw multiplies its A rows
+ * (a_off bytes into the A tile) by the whole B tile into acc, keeps one wgmma group in
+ * flight and hands each slot back once the group that read it has retired. Ends with no
+ * wgmma pending. */
+__device__ static __forceinline__ void hp_consume(float *acc, const hp_ring &r, int n_it, int st, int a_tile,
+                                                  int b_tile, uint32_t a_off, int bn, int dt, int layout) {
+  const int lane = threadIdx.x & 31;
+  int s = 0, phase = 0, prev = 0;
+  for (int it = 0; it < n_it; it++) {
+    vc_mbar_wait(r.full + 8 * s, phase);
+    vc_fence_proxy_async(); /* the cp.async (generic proxy) writes, seen here, to wgmma */
+    vc_wgmma_fence();
+    const uint32_t a0 = r.a + s * a_tile + a_off, b0 = r.b + s * b_tile;
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+      const uint64_t da = layout == HP_MNMN ? vc_wgmma_desc_mn(a0 + 2048 * kk, HP_ATOM) : vc_wgmma_desc(a0 + 32 * kk);
+      const uint64_t db = layout == HP_KK ? vc_wgmma_desc(b0 + 32 * kk) : vc_wgmma_desc_mn(b0 + 2048 * kk, HP_ATOM);
+      hp_mma(acc, bn, dt, layout, da, db);
+    }
+    vc_wgmma_commit();
+    VC_WGMMA_WAIT(1); /* the group of stage it-1 has retired: its slot goes back */
+    if (it > 0 && lane == 0) vc_mbar_arrive(r.empty + 8 * prev);
+    prev = s;
+    if (++s == st) s = 0, phase ^= 1;
+  }
+  VC_WGMMA_WAIT(0);
+#pragma unroll
+  for (int i = 0; i < bn / 2; i++) vc_reg_fence(acc[i]);
+}
+#endif
+
+#endif
