@@ -40,11 +40,21 @@ static vc_status cuda_context_init(vc_context *ctx) {
     if (strcmp(bn, "64") && strcmp(bn, "128") && strcmp(bn, "256"))
       return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "vc_context_create: VOXCONV_MASKED_BN = \"%s\"; use 64, 128 or 256", bn);
   }
+  const char *sp = getenv("VOXCONV_MASKED_SPLIT");
+  if (sp && *sp) {
+    char *end = NULL;
+    const long v = strtol(sp, &end, 10);
+    if (*end || v < 1 || v > 16)
+      return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "vc_context_create: VOXCONV_MASKED_SPLIT = \"%s\"; use 1 to 16", sp);
+    st->masked_split = (int)v;
+  }
   /* The tune key's device: a context whose candidates or tiles the environment changed
    * must not share cache entries with normal ones. */
   char tag[64] = "";
   if (prop.major == 9 && prop.minor == 0 && !st->masked) snprintf(tag, sizeof tag, " [VOXCONV_WGMMA=0]");
   if (st->masked_bn) snprintf(tag + strlen(tag), sizeof tag - strlen(tag), " [VOXCONV_MASKED_BN=%d]", st->masked_bn);
+  if (st->masked_split)
+    snprintf(tag + strlen(tag), sizeof tag - strlen(tag), " [VOXCONV_MASKED_SPLIT=%d]", st->masked_split);
   snprintf(st->name, sizeof st->name, "%s%s", prop.name, tag);
   cublasStatus_t b = cublasCreate(&st->blas);
   if (b != CUBLAS_STATUS_SUCCESS)

@@ -10,7 +10,7 @@
 
 /* Per-context state. */
 typedef struct vc_cuda_state {
-  char name[192]; /* the device, and the environment that changes tuning choices (the tune key) */
+  char name[320]; /* the device, and the environment that changes tuning choices (the tune key) */
   cublasHandle_t blas;
   cudaMemPool_t pool; /* plan memory: freed blocks stay cached for the next plan (a plan
                          build would otherwise map fresh pages for every buffer) */
@@ -19,6 +19,7 @@ typedef struct vc_cuda_state {
                          at context creation removes the algorithm, for comparisons) */
   int n_sm;           /* multiprocessors: tile choices fill the device */
   int masked_bn;      /* VOXCONV_MASKED_BN: the masked kernel's tile width, 0 = chosen per call */
+  int masked_split;   /* VOXCONV_MASKED_SPLIT: its forward/dgrad reduction splits, 0 = chosen */
   void *encode_tiled; /* the driver's cuTensorMapEncodeTiled (sm_90: the masked algorithm's
                          TMA weight loads), NULL elsewhere */
 } vc_cuda_state;

@@ -371,10 +371,11 @@ static size_t imp_layout(const vc_plan *p, const vc_conv_args *a, vc_pass pass, 
 
 extern "C" size_t vc_cuda_implicit_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass) {
   const size_t own = imp_layout(p, a, pass, NULL, NULL);
-  /* masked's forward and dgrad need none; its wgrad holds split slices */
-  const bool masked = a->algo == VC_ALGO_MASKED && a->dtype != VC_DTYPE_F32 && vc_cuda(p->ctx)->masked &&
-                      pass == VC_PASS_BACKWARD_WEIGHT;
-  const size_t masked_ws = masked ? vc_cuda_masked_wgrad_workspace(p, a) : 0;
+  /* masked's forward and dgrad hold split partials where they split; its wgrad split slices */
+  const bool masked = a->algo == VC_ALGO_MASKED && a->dtype != VC_DTYPE_F32 && vc_cuda(p->ctx)->masked;
+  const size_t masked_ws = !masked                              ? 0
+                           : pass == VC_PASS_BACKWARD_WEIGHT ? vc_cuda_masked_wgrad_workspace(p, a)
+                                                             : vc_cuda_masked_workspace(p, a, pass);
   return own > masked_ws ? own : masked_ws;
 }
 
@@ -437,7 +438,7 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
     if (a->dtype != VC_DTYPE_F32) vc_cuda_convert_f32(out0, a->dtype, w.acc, q.co * q.K * q.ci, s);
     if (out1) vc_cuda_column_sums(out1, a->dtype, in1, p->n_out, q.co, w.sums, s);
   } else if (q.rows > 0 && use_masked) {
-    return vc_cuda_masked_run(ctx, q, s);
+    return vc_cuda_masked_run(ctx, q, ws, s);
   } else if (q.rows > 0) {
     q.n_tiles = (q.n_cols + bn - 1) / bn;
     const int64_t blocks = (q.rows + bm - 1) / bm * q.n_tiles;

@@ -718,15 +718,17 @@ static bool subm_setup(plan_pair *pp, conv_data *cd, vc_context *gctx, int64_t n
 }
 
 /* The masked kernel's three tile widths, each forced through VOXCONV_MASKED_BN in a context
- * of its own, all passes of a submanifold and a strided plan in f16 and bf16, with
- * enough rows and channels for several row and column tiles and reduction tails; and a bad
- * VOXCONV_MASKED_BN refused with its message. */
+ * of its own, and two of them with forced reduction splits (VOXCONV_MASKED_SPLIT; 16 leaves
+ * some splits without stages): all passes of a submanifold and a strided plan in f16 and
+ * bf16, with enough rows and channels for several row and column tiles and reduction
+ * tails; and bad values of both variables refused with their messages. */
 static void test_masked_tiles(void) {
   if (!g_has_masked) {
     printf("  no sm_90 device (or VOXCONV_WGMMA=0): nothing to test\n");
     return;
   }
-  static const char *const widths[3] = {"64", "128", "256"};
+  enum { NCFG = 5 };
+  static const char *const cfg[NCFG][2] = {{"64", NULL}, {"128", NULL}, {"256", NULL}, {"64", "3"}, {"256", "16"}};
   static const int64_t ch[3][2] = {{264, 520}, {200, 136}, {64, 64}};
   static const vc_dtype dtypes[2] = {VC_DTYPE_F16, VC_DTYPE_BF16};
   static const vc_conv_kind kinds[2] = {VC_CONV_SUBMANIFOLD, VC_CONV_SPARSE};
@@ -736,42 +738,60 @@ static void test_masked_tiles(void) {
   CHECK_STATUS(NULL, vc_context_create(VC_DEVICE_CUDA, 0, &bad), VC_ERR_INVALID_ARGUMENT,
                "VOXCONV_MASKED_BN = \"96\"; use 64, 128 or 256");
   vc_context_destroy(bad);
-  vc_context *ctx[3] = {NULL, NULL, NULL};
-  for (int b = 0; b < 3; b++) {
-    setenv("VOXCONV_MASKED_BN", widths[b], 1);
+  bad = NULL;
+  unsetenv("VOXCONV_MASKED_BN");
+  static const char *const bad_split[3] = {"0", "17", "4x"};
+  for (int i = 0; i < 3; i++) {
+    char msg[64];
+    snprintf(msg, sizeof msg, "VOXCONV_MASKED_SPLIT = \"%s\"; use 1 to 16", bad_split[i]);
+    setenv("VOXCONV_MASKED_SPLIT", bad_split[i], 1);
+    vc_test_scrub(NULL);
+    CHECK_STATUS(NULL, vc_context_create(VC_DEVICE_CUDA, 0, &bad), VC_ERR_INVALID_ARGUMENT, msg);
+    vc_context_destroy(bad);
+    bad = NULL;
+  }
+  vc_context *ctx[NCFG] = {NULL};
+  bool all = true;
+  for (int b = 0; b < NCFG; b++) {
+    setenv("VOXCONV_MASKED_BN", cfg[b][0], 1);
+    if (cfg[b][1]) setenv("VOXCONV_MASKED_SPLIT", cfg[b][1], 1);
+    else unsetenv("VOXCONV_MASKED_SPLIT");
     CHECK_OK(NULL, vc_context_create(VC_DEVICE_CUDA, 0, &ctx[b]));
+    all = all && ctx[b];
   }
   unsetenv("VOXCONV_MASKED_BN");
-  for (int k = 0; ctx[0] && ctx[1] && ctx[2] && k < 2; k++) {
+  unsetenv("VOXCONV_MASKED_SPLIT");
+  for (int k = 0; all && k < 2; k++) {
     const int64_t n = g_small ? 1500 : 6000;
     int32_t *coords = coords_for(n, 2);
     vc_conv_desc d;
     if (kinds[k] == VC_CONV_SUBMANIFOLD) vc_conv_desc_init(&d, kinds[k], 3, 1, -1, 1);
     else vc_conv_desc_init(&d, kinds[k], 2, 2, 0, 1);
-    plan_pair pp[3];
+    plan_pair pp[NCFG];
     bool built = true;
-    for (int b = 0; b < 3; b++) built = pair_build(&pp[b], ctx[b], &d, coords, n) && built;
-    /* one data set and reference per channel pair and dtype, run at every width */
+    for (int b = 0; b < NCFG; b++) built = pair_build(&pp[b], ctx[b], &d, coords, n) && built;
+    /* one data set and reference per channel pair and dtype, run in every configuration */
     for (int c = 0; built && c < (g_small ? 1 : 3); c++)
       for (int t = 0; t < 2; t++) {
         conv_data cd;
         data_make(&cd, pp[0].cpu, ch[c][0], ch[c][1], dtypes[t]);
         data_reference(&cd, pp[0].cpu, ALL_PASSES);
-        for (int b = 0; b < 3; b++)
+        for (int b = 0; b < NCFG; b++)
           for (int pass = 0; pass < 3; pass++) {
             vc_conv_args a = cd.args;
             a.algo = VC_ALGO_MASKED;
             char what[256];
-            snprintf(what, sizeof what, "%s %s ci=%lld co=%lld masked BN=%s %s", pp[b].what, vc_dtype_name(a.dtype),
-                     (long long)a.in_channels, (long long)a.out_channels, widths[b], vc_pass_name(pass));
+            snprintf(what, sizeof what, "%s %s ci=%lld co=%lld masked BN=%s split=%s %s", pp[b].what,
+                     vc_dtype_name(a.dtype), (long long)a.in_channels, (long long)a.out_channels, cfg[b][0],
+                     cfg[b][1] ? cfg[b][1] : "auto", vc_pass_name(pass));
             run_checked(ctx[b], pp[b].gpu, &cd, &a, (vc_pass)pass, what);
           }
         data_free(&cd);
       }
-    for (int b = 0; b < 3; b++) pair_free(&pp[b]);
+    for (int b = 0; b < NCFG; b++) pair_free(&pp[b]);
     free(coords);
   }
-  for (int b = 0; b < 3; b++) vc_context_destroy(ctx[b]);
+  for (int b = 0; b < NCFG; b++) vc_context_destroy(ctx[b]);
 }
 
 /* ---- (c) determinism ---------------------------------------------------------------------- */
@@ -1256,6 +1276,7 @@ static bool setup(void) {
   }
   setenv("VOXCONV_CACHE_DIR", g_cache_dir, 1);
   unsetenv("VOXCONV_MASKED_BN");
+  unsetenv("VOXCONV_MASKED_SPLIT");
   const char *wg = getenv("VOXCONV_WGMMA");
   struct cudaDeviceProp prop;
   g_has_masked = CU(cudaGetDeviceProperties(&prop, 0)) && prop.major == 9 && prop.minor == 0 && !(wg && !strcmp(wg, "0"));

@@ -3,20 +3,26 @@
  * operands and output); wgrad.cu is its weight gradient. Other shapes run the implicit
  * kernels.
  *
- * Each CTA owns 128 output rows (taken in the plan's Gray-code order) and BN output
- * columns, and loops over the union of its rows' active offsets times the reduction
- * chunks of 64 channels: C[m, n] += sum_k A[nb[m, r], k] * B_r[n, k].
+ * A tile is 128 output rows (taken in the plan's Gray-code order) by BN output columns;
+ * its reduction loops over the union of its rows' active offsets times the chunks of 64
+ * channels: C[m, n] += sum_k A[nb[m, r], k] * B_r[n, k]. A work unit is a tile, or one of
+ * nsplit contiguous ranges of its reduction stages where the grid would be too small.
  *
- * Warp-specialised (roles and stage ring in ring.cuh):
- *   - the producers (registers cut to 56 a thread) gather the 128 A rows of a stage with
- *     cp.async into a 128-byte-swizzled K-major tile, and one of their threads has the TMA
- *     copy the stage's weight box (swizzled the same way by the copy engine; out-of-range
- *     rows and channels arrive as zeros);
+ * Persistent and warp-specialised (roles and stage ring in ring.cuh): one CTA a
+ * multiprocessor walks the units blockIdx.x, + gridDim.x, ...
+ *   - the producers (registers cut to 56 a thread) build each unit's tables (its rows, active
+ *     offsets and their gather rows) while the consumers still work on the previous unit,
+ *     then gather the 128 A rows of a stage with cp.async into a 128-byte-swizzled K-major
+ *     tile, and one of their threads has the TMA copy the stage's weight box (swizzled the
+ *     same way by the copy engine; out-of-range rows and channels arrive as zeros);
  *   - two consumers each issue m64nBNk16 wgmma over 64 of the rows, with fp32
- *     accumulators, one group in flight, so the tensor cores run while the producers
- *     gather the next stages.
- * The epilogue adds the bias, converts and leaves through shared memory as 16-byte row
- * stores; no atomics: each output row belongs to one CTA.
+ *     accumulators, one group in flight; a consumer skips the stages of offsets that none
+ *     of its 64 rows meets (their A rows are zeros).
+ * The epilogue adds the bias, converts and stores from the accumulators while the ring
+ * already fills with the next unit's stages. A split unit stores its fp32 partial in the
+ * workspace; the tile's last split to arrive (a counter per tile) adds all partials in
+ * split order and writes the tile, so results are bitwise repeatable. No atomics on data:
+ * each output row belongs to one tile.
  *
  * dgrad is the same kernel on the reversed map. Its B_r[n = ci][k = co] is the weight as
  * stored, ci contiguous: an MN-major operand, copied as BN / 64 atoms of 64 ci x 64 co. */
@@ -32,23 +38,66 @@
 #define MK_B_TILE(bn) ((bn) * MK_BK * 2)
 #define MK_STAGES(bn) HP_STAGES(MK_A_TILE, MK_B_TILE(bn))
 #define MK_SMEM(bn) HP_SMEM(MK_A_TILE, MK_B_TILE(bn))
-#define MK_CPAD 8 /* epilogue staging row padding (elements) */
-static_assert(MK_BM * (256 + MK_CPAD) * 2 <= HP_RING, "the epilogue tile fits the ring");
+#define MK_AUTO_SPLIT 8
+#define MK_MIN_SPLIT_STAGES 8 /* reduction stages a split has at least (of the K offsets) */
 
-__device__ static __forceinline__ void mk_body(const imp_args &args, const CUtensorMap *bmap, const int mode,
-                                               const int dt, const int bn, const int np) {
+#ifdef VC_SM90A
+/* A work unit: one split of one tile (128 rows x bn columns). */
+typedef struct mk_unit {
+  int64_t tile, m0, n0;
+  int split;
+} mk_unit;
+
+__device__ static __forceinline__ mk_unit mk_unit_of(const imp_args &p, int64_t u, int bn) {
+  mk_unit w;
+  w.tile = u / p.nsplit, w.split = (int)(u % p.nsplit);
+  w.m0 = w.tile / p.n_tiles * MK_BM, w.n0 = w.tile % p.n_tiles * bn;
+  return w;
+}
+
+/* Word wd of the union of the offsets the tile's rows meet (its two VC_ORDER_BLOCK
+ * blocks; `half` >= 0: only block half's rows). Bits past K are clear. */
+__device__ static __forceinline__ uint32_t mk_mask_word(const imp_args &p, int64_t m0, int wd, int half) {
+  const int words = (p.K + 31) / 32;
+  uint32_t m = ~0u;
+  if (p.blk_mask) {
+    const int64_t b0 = m0 / VC_ORDER_BLOCK, nb = (p.rows + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK;
+    m = 0;
+    for (int64_t b = b0; b < b0 + MK_BM / VC_ORDER_BLOCK && b < nb; b++)
+      if (half < 0 || b == b0 + half) m |= p.blk_mask[b * words + wd];
+  }
+  return wd * 32 + 32 <= p.K ? m : m & ((1u << (p.K - wd * 32)) - 1);
+}
+
+/* The unit's stage range [it0, it1) of the tile's n_it stages. */
+__device__ static __forceinline__ void mk_range(const imp_args &p, const mk_unit &w, int n_it, int *it0, int *it1) {
+  const int per = (n_it + p.nsplit - 1) / p.nsplit;
+  *it0 = min(n_it, w.split * per), *it1 = min(n_it, *it0 + per);
+}
+#endif
+
+/* p: the pass's arguments with nsplit and n_tiles set; part, cnt: the split partials and
+ * their per-tile arrival counters (zero at launch), unused when nsplit == 1. */
+__device__ static __forceinline__ void mk_body(const imp_args &args, const CUtensorMap *bmap, float *part, int *cnt,
+                                               const int mode, const int dt, const int bn, const int np) {
 #ifdef VC_SM90A
   const int st = MK_STAGES(bn), pt = 128 * np; /* stages, producer threads */
   imp_args p = args;
   p.mode = mode, p.dt = dt, p.fast = 1;
   extern __shared__ __align__(16) uint8_t mk_smem[];
-  TILE_SETUP(MK_BM, bn, MK_BK, false);
+  /* the producers' per-unit tables: rows, active offsets, their gather rows */
+  __shared__ int32_t rowid[MK_BM];
+  __shared__ int16_t act[MAX_K];
+  __shared__ int32_t gtab[GTAB_OFFSETS * GTAB_STRIDE(MK_BM)];
+  __shared__ int n_act, last;
   /* full: the producers' cp.async arrivals + the TMA issuer's */
   const hp_ring ring = hp_ring_init(mk_smem, st, MK_A_TILE, MK_B_TILE(bn), pt + 1);
   const uint32_t sA = ring.a, sB = ring.b, full = ring.full, empty = ring.empty;
   const int wg = hp_warpgroup();
+  const int nkc = (int)((p.c_red + MK_BK - 1) / MK_BK), words = (p.K + 31) / 32;
+  const int64_t units = (p.rows + MK_BM - 1) / MK_BM * p.n_tiles * p.nsplit;
 
-  if (wg < np) { /* ---- producer ---- */
+  if (wg < np) { /* ---- producers ---- */
     hp_producer_regs();
     /* Thread tid copies 16-byte chunk q of rows m0 + MR h of every stage; the swizzle only
      * depends on m % 8, so the destinations are one base + 128 MR h. The loop
@@ -57,65 +106,132 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
     const int tid = threadIdx.x, q = tid & 7, m0 = tid >> 3;
     const uint32_t dst0 = sA + vc_sw128(m0, q);
     const uint16_t *a_src = (const uint16_t *)p.a_src;
-    const bool in_gtab = n_act <= GTAB_OFFSETS;
-    int a = 0, kc = 0, s = 0, phase = 0;
-    for (int it = 0; it < t.n_it; it++) {
-      if (it >= st) vc_mbar_wait(empty + 8 * s, phase ^ 1);
-      const int col = act[a], rw = p.flip ? p.K - 1 - col : col, k0 = kc * MK_BK;
+    int s = 0, phase = 0, g = 0; /* slot, its phase, stages issued by this CTA */
+    for (int64_t u = blockIdx.x; u < units; u += gridDim.x) {
+      const mk_unit w = mk_unit_of(p, u, bn);
+      /* The unit's tables; the producers run ahead of the consumers here, so this latency
+       * hides behind the previous unit's last stages and epilogue. */
+      vc_named_barrier(2, pt); /* the previous unit's tables are no longer read */
+      for (int i = tid; i < MK_BM; i += pt) {
+        const int64_t m = w.m0 + i;
+        rowid[i] = m < p.rows ? (p.order ? p.order[m] : (int32_t)m) : -1;
+      }
       if (tid == 0) {
-        vc_mbar_arrive_expect_tx(full + 8 * s, MK_B_TILE(bn));
-        if (mode == MODE_FWD) vc_tma_load_3d(sB + s * MK_B_TILE(bn), bmap, k0, rw, (int)t.n0, full + 8 * s);
-        else
-          for (int u = 0; u < bn / 64; u++) /* atom u: ci n0 + 64 u.., co k0.. */
-            vc_tma_load_3d(sB + s * MK_B_TILE(bn) + u * HP_ATOM, bmap, (int)t.n0 + 64 * u, rw, k0, full + 8 * s);
+        int n = 0;
+        for (int wd = 0; wd < words; wd++)
+          for (uint32_t m = mk_mask_word(p, w.m0, wd, -1); m; m &= m - 1) act[n++] = (int16_t)(wd * 32 + __ffs(m) - 1);
+        n_act = n;
       }
-      int32_t row[MK_BM / 16]; /* MK_BM / MR of them used */
+      vc_named_barrier(2, pt);
+      const int na = n_act;
+      const bool in_gtab = na <= GTAB_OFFSETS;
+      if (in_gtab) { /* gtab[a][m]: consecutive threads walk one row's offsets; 8 loads in flight */
+        const int total = na * MK_BM;
+        for (int i0 = tid; i0 < total; i0 += 8 * pt) {
+          int32_t v[8];
 #pragma unroll
-      for (int h = 0; h < MK_BM / MR; h++) {
-        const int m = m0 + MR * h;
-        row[h] = in_gtab ? gtab[a * GTAB_STRIDE(MK_BM) + m] : rowid[m] >= 0 ? p.tab[(int64_t)rowid[m] * p.K + col] : -1;
-      }
-      const int k = k0 + q * 8;
-      const bool kin = k < p.c_red;
-      const uint16_t *src_k = a_src + k;
-      const uint32_t dst = dst0 + s * MK_A_TILE;
+          for (int x = 0; x < 8; x++) {
+            const int i = i0 + x * pt, m = i / na, a = i - m * na;
+            v[x] = i < total && rowid[m] >= 0 ? p.tab[(int64_t)rowid[m] * p.K + act[a]] : -1;
+          }
 #pragma unroll
-      for (int h = 0; h < MK_BM / MR; h++) {
-        const bool ok = kin && row[h] >= 0;
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst + 128 * MR * h),
-                     "l"(ok ? src_k + (int64_t)row[h] * p.c_red : a_src), "r"(ok ? 16 : 0));
+          for (int x = 0; x < 8; x++) {
+            const int i = i0 + x * pt, m = i / na, a = i - m * na;
+            if (i < total) gtab[a * GTAB_STRIDE(MK_BM) + m] = v[x];
+          }
+        }
+        vc_named_barrier(2, pt);
       }
-      vc_mbar_arrive_cp_async(full + 8 * s);
-      if (++kc == t.nkc) kc = 0, a++;
-      if (++s == st) s = 0, phase ^= 1;
+      int it0, it1;
+      mk_range(p, w, na * nkc, &it0, &it1);
+      int a = it0 / nkc, kc = it0 % nkc;
+      for (int it = it0; it < it1; it++, g++) {
+        if (g >= st) vc_mbar_wait(empty + 8 * s, phase ^ 1);
+        const int col = act[a], rw = p.flip ? p.K - 1 - col : col, k0 = kc * MK_BK;
+        if (tid == 0) {
+          vc_mbar_arrive_expect_tx(full + 8 * s, MK_B_TILE(bn));
+          if (mode == MODE_FWD) vc_tma_load_3d(sB + s * MK_B_TILE(bn), bmap, k0, rw, (int)w.n0, full + 8 * s);
+          else
+            for (int x = 0; x < bn / 64; x++) /* atom x: ci n0 + 64 x.., co k0.. */
+              vc_tma_load_3d(sB + s * MK_B_TILE(bn) + x * HP_ATOM, bmap, (int)w.n0 + 64 * x, rw, k0, full + 8 * s);
+        }
+        int32_t row[MK_BM / 16]; /* MK_BM / MR of them used */
+#pragma unroll
+        for (int h = 0; h < MK_BM / MR; h++) {
+          const int m = m0 + MR * h;
+          row[h] = in_gtab ? gtab[a * GTAB_STRIDE(MK_BM) + m] : rowid[m] >= 0 ? p.tab[(int64_t)rowid[m] * p.K + col] : -1;
+        }
+        const int k = k0 + q * 8;
+        const bool kin = k < p.c_red;
+        const uint16_t *src_k = a_src + k;
+        const uint32_t dst = dst0 + s * MK_A_TILE;
+#pragma unroll
+        for (int h = 0; h < MK_BM / MR; h++) {
+          const bool ok = kin && row[h] >= 0;
+          asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst + 128 * MR * h),
+                       "l"(ok ? src_k + (int64_t)row[h] * p.c_red : a_src), "r"(ok ? 16 : 0));
+        }
+        vc_mbar_arrive_cp_async(full + 8 * s);
+        if (++kc == nkc) kc = 0, a++;
+        if (++s == st) s = 0, phase ^= 1;
+      }
     }
     asm volatile("cp.async.wait_all;\n" ::: "memory"); /* exit with no copy in flight */
   } else { /* ---- consumers ---- */
     hp_consumer_regs(np);
-    const int cw = wg - np, lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
-    float acc[128];
+    const int cw = wg - np, lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, ct = threadIdx.x - pt;
+    hp_pos pos = {0, 0};
+    for (int64_t u = blockIdx.x; u < units; u += gridDim.x) {
+      const mk_unit w = mk_unit_of(p, u, bn);
+      /* the producers' offset walk, from the same masks; with one mask word, this
+       * warpgroup's 64 rows (one VC_ORDER_BLOCK) skip the offsets none of them meets */
+      int na = 0;
+      for (int wd = 0; wd < words; wd++) na += __popc(mk_mask_word(p, w.m0, wd, -1));
+      const bool skips = words == 1 && p.blk_mask;
+      const uint32_t uni = skips ? mk_mask_word(p, w.m0, 0, -1) : 0u, live = skips ? mk_mask_word(p, w.m0, 0, cw) : 0u;
+      int it0, it1;
+      mk_range(p, w, na * nkc, &it0, &it1);
+      float acc[128];
 #pragma unroll
-    for (int i = 0; i < bn / 2; i++) acc[i] = 0.0f;
-    hp_consume(acc, ring, t.n_it, st, MK_A_TILE, MK_B_TILE(bn), cw * 64 * 128, bn, dt,
-               mode == MODE_FWD ? HP_KK : HP_KMN);
-    vc_named_barrier(1, 256); /* neither consumer still reads the ring: it stages the output */
+      for (int i = 0; i < bn / 2; i++) acc[i] = 0.0f;
+      hp_consume(acc, ring, pos, it1 - it0, st, MK_A_TILE, MK_B_TILE(bn), cw * 64 * 128, bn, dt,
+                 mode == MODE_FWD ? HP_KK : HP_KMN, uni, live, nkc, it0);
 
-    uint16_t *sC = (uint16_t *)ring.base; /* [MK_BM][bn + MK_CPAD] */
+      if (p.nsplit > 1) { /* the tile's last split to finish adds all partials, in split order */
+        float *mine = part + ((w.tile * p.nsplit + w.split) * (bn / 2)) * 256 + ct;
 #pragma unroll
-    for (int j = 0; j < bn / 8; j++)
+        for (int i = 0; i < bn / 2; i++) __stcg(mine + i * 256, acc[i]);
+        __threadfence();
+        vc_named_barrier(1, 256);
+        if (ct == 0) last = atomicAdd(cnt + w.tile, 1) == p.nsplit - 1;
+        vc_named_barrier(1, 256);
+        if (!last) continue;
+        __threadfence();
+        /* every partial from the workspace (this unit's too): one fixed order of additions */
+        const float *all = part + w.tile * p.nsplit * (bn / 2) * 256 + ct;
 #pragma unroll
-      for (int h = 0; h < 2; h++) {
-        const int m = cw * 64 + warp * 16 + (lane >> 2) + 8 * h, n = 8 * j + 2 * (lane & 3);
-        if (t.n0 + n < p.n_cols) /* n_cols % 8 == 0 on the fast path */
-          *(uint32_t *)(sC + m * (bn + MK_CPAD) + n) = pack2(p, t.n0 + n, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+        for (int i = 0; i < bn / 2; i++) acc[i] = __ldcg(all + i * 256);
+        for (int x = 1; x < p.nsplit; x++)
+#pragma unroll
+          for (int i = 0; i < bn / 2; i++) acc[i] += __ldcg(all + (x * (bn / 2) + i) * 256);
       }
-    vc_named_barrier(1, 256);
-    for (int c = threadIdx.x - pt; c < MK_BM * bn / 8; c += 256) {
-      const int m = c / (bn / 8), n = (c % (bn / 8)) * 8;
-      const int32_t row = rowid[m];
-      if (row >= 0 && t.n0 + n < p.n_cols)
-        *(uint4 *)((uint16_t *)p.out + (int64_t)row * p.n_cols + t.n0 + n) =
-            *(const uint4 *)(sC + m * (bn + MK_CPAD) + n);
+      /* epilogue: bias, conversion, stores straight from the fragments (the ring is already
+       * filling with the next unit's stages) */
+      const int64_t mr = w.m0 + cw * 64 + warp * 16 + (lane >> 2);
+      int32_t orow[2];
+#pragma unroll
+      for (int h = 0; h < 2; h++)
+        orow[h] = mr + 8 * h < p.rows ? (p.order ? p.order[mr + 8 * h] : (int32_t)(mr + 8 * h)) : -1;
+#pragma unroll
+      for (int j = 0; j < bn / 8; j++) {
+        const int64_t n = w.n0 + 8 * j + 2 * (lane & 3);
+        if (n < p.n_cols) /* n_cols % 8 == 0 on the fast path */
+#pragma unroll
+          for (int h = 0; h < 2; h++)
+            if (orow[h] >= 0)
+              *(uint32_t *)((uint16_t *)p.out + (int64_t)orow[h] * p.n_cols + n) =
+                  pack2(p, n, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+      }
     }
   }
 #else
@@ -123,10 +239,10 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
 #endif
 }
 
-#define MK_KERNEL(name, mode, dt, bn)                                                                   \
-  __global__ void __launch_bounds__(HP_THREADS(HP_NP(bn)), 1)                                          \
-      name(const imp_args p, const __grid_constant__ CUtensorMap bmap) {                                \
-    mk_body(p, &bmap, mode, dt, bn, HP_NP(bn));                                                        \
+#define MK_KERNEL(name, mode, dt, bn)                                                                     \
+  __global__ void __launch_bounds__(HP_THREADS(HP_NP(bn)), 1)                                              \
+      name(const imp_args p, const __grid_constant__ CUtensorMap bmap, float *part, int *cnt) {             \
+    mk_body(p, &bmap, part, cnt, mode, dt, bn, HP_NP(bn));                                                 \
   }
 #define MK_KERNELS(bn)                                        \
   MK_KERNEL(k_mk_fwd_f16_##bn, MODE_FWD, VC_DTYPE_F16, bn)    \
@@ -137,7 +253,7 @@ MK_KERNELS(64)
 MK_KERNELS(128)
 MK_KERNELS(256)
 
-typedef void (*mk_kernel)(const imp_args, const CUtensorMap);
+typedef void (*mk_kernel)(const imp_args, const CUtensorMap, float *, int *);
 /* The tile table: [variant][dgrad][bf16], variant i has BN = mk_bn[i]. */
 static const int mk_bn[3] = {64, 128, 256};
 static const mk_kernel mk_kernels[3][2][2] = {
@@ -145,15 +261,48 @@ static const mk_kernel mk_kernels[3][2][2] = {
     {{k_mk_fwd_f16_128, k_mk_fwd_bf16_128}, {k_mk_dgrad_f16_128, k_mk_dgrad_bf16_128}},
     {{k_mk_fwd_f16_256, k_mk_fwd_bf16_256}, {k_mk_dgrad_f16_256, k_mk_dgrad_bf16_256}}};
 
-/* VOXCONV_MASKED_BN's tile, else the widest tile that still gives every multiprocessor a
- * CTA, and no wider than the columns need. */
-static int mk_variant(const imp_args &q, int n_sm, int forced_bn) {
+/* The shape of one call: tile width and splits of the reduction. The widest tile the
+ * columns need (it reads the fewest bytes per product), or VOXCONV_MASKED_BN's. Splits
+ * (VOXCONV_MASKED_SPLIT's, else chosen) only where a workspace can hold their partials and
+ * the tiles leave multiprocessors idle: as many as one round of units a multiprocessor
+ * holds, at most MK_AUTO_SPLIT (the last split of a tile reads all partials back alone),
+ * each keeping MK_MIN_SPLIT_STAGES stages of a full offset set. Without splits, a grid
+ * that leaves half the multiprocessors idle narrows the tile instead (a grid a little
+ * short of one CTA a multiprocessor still runs fastest with the wide tile). */
+typedef struct mk_shape {
+  int v, nsplit;
+  int64_t tiles;
+} mk_shape;
+
+static mk_shape mk_shape_of(const vc_cuda_state *cs, int64_t rows, int64_t n_cols, int64_t c_red, int K, bool can_split) {
+  mk_shape sh;
+  sh.v = n_cols > 128 ? 2 : n_cols > 64 ? 1 : 0;
   for (int v = 0; v < 3; v++)
-    if (mk_bn[v] == forced_bn) return v;
-  int v = q.n_cols > 128 ? 2 : q.n_cols > 64 ? 1 : 0;
-  const int64_t row_tiles = (q.rows + MK_BM - 1) / MK_BM;
-  while (v > 0 && row_tiles * ((q.n_cols + mk_bn[v] - 1) / mk_bn[v]) < n_sm) v--;
-  return v;
+    if (mk_bn[v] == cs->masked_bn) sh.v = v;
+  const int64_t row_tiles = (rows + MK_BM - 1) / MK_BM;
+  const int64_t tiles = row_tiles * ((n_cols + mk_bn[sh.v] - 1) / mk_bn[sh.v]);
+  sh.nsplit = 1;
+  if (can_split && cs->masked_split) {
+    sh.nsplit = cs->masked_split;
+  } else if (can_split && tiles > 0) {
+    const int64_t stages = K * ((c_red + MK_BK - 1) / MK_BK);
+    int64_t s = cs->n_sm / tiles;
+    if (s > MK_AUTO_SPLIT) s = MK_AUTO_SPLIT;
+    if (s > stages / MK_MIN_SPLIT_STAGES) s = stages / MK_MIN_SPLIT_STAGES;
+    sh.nsplit = s > 1 ? (int)s : 1;
+  }
+  if (sh.nsplit == 1 && !cs->masked_bn)
+    while (sh.v > 0 && 2 * row_tiles * ((n_cols + mk_bn[sh.v] - 1) / mk_bn[sh.v]) <= cs->n_sm) sh.v--;
+  sh.tiles = row_tiles * ((n_cols + mk_bn[sh.v] - 1) / mk_bn[sh.v]);
+  return sh;
+}
+
+/* Partials [tile][split][bn / 2][256] in fp32, then one arrival counter per tile. */
+static size_t mk_partials_bytes(const mk_shape &sh) {
+  return (size_t)vc_round_up(sh.tiles * sh.nsplit * MK_BM * mk_bn[sh.v] * 4, 256);
+}
+static size_t mk_ws_bytes(const mk_shape &sh) {
+  return sh.nsplit > 1 ? mk_partials_bytes(sh) + (size_t)sh.tiles * 4 : 0;
 }
 
 /* B's tensor map: the weight w[co][K][ci] as dims {ci, K, co}. Forward's box {64, 1, bn}
@@ -173,15 +322,32 @@ static vc_status mk_tensor_map(vc_context *ctx, const imp_args &q, int bn, CUten
   return VC_OK;
 }
 
-vc_status vc_cuda_masked_run(vc_context *ctx, const imp_args &args, cudaStream_t s) {
+size_t vc_cuda_masked_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass) {
+  const bool fwd = pass == VC_PASS_FORWARD;
+  const int64_t ci = a->in_channels, co = a->out_channels;
+  return mk_ws_bytes(mk_shape_of(vc_cuda(p->ctx), fwd ? p->n_out : p->n_in, fwd ? co : ci, fwd ? ci : co, p->kvol, true));
+}
+
+vc_status vc_cuda_masked_run(vc_context *ctx, const imp_args &args, void *ws, cudaStream_t s) {
   imp_args q = args;
-  const int v = mk_variant(q, vc_cuda(ctx)->n_sm, vc_cuda(ctx)->masked_bn), bn = mk_bn[v];
+  const vc_cuda_state *cs = vc_cuda(ctx);
+  const mk_shape sh = mk_shape_of(cs, q.rows, q.n_cols, q.c_red, q.K, ws && ((uintptr_t)ws & 15) == 0);
+  const int bn = mk_bn[sh.v];
   CUtensorMap map;
   vc_status e = mk_tensor_map(ctx, q, bn, &map);
   if (e != VC_OK) return e;
   q.n_tiles = (q.n_cols + bn - 1) / bn;
-  const int64_t blocks = (q.rows + MK_BM - 1) / MK_BM * q.n_tiles;
-  mk_kernels[v][q.mode == MODE_DGRAD][q.dt == VC_DTYPE_BF16]<<<(unsigned)blocks, HP_THREADS(HP_NP(bn)), MK_SMEM(bn), s>>>(q, map);
+  q.nsplit = sh.nsplit;
+  float *part = NULL;
+  int *cnt = NULL;
+  if (sh.nsplit > 1) {
+    part = (float *)ws, cnt = (int *)((char *)ws + mk_partials_bytes(sh));
+    VC_CUDA_TRY(ctx, cudaMemsetAsync(cnt, 0, (size_t)sh.tiles * 4, s));
+  }
+  /* persistent: one CTA a multiprocessor walks units blockIdx.x, + gridDim.x, ... */
+  const int64_t units = sh.tiles * sh.nsplit, grid = units < cs->n_sm ? units : cs->n_sm;
+  mk_kernels[sh.v][q.mode == MODE_DGRAD][q.dt == VC_DTYPE_BF16]<<<(unsigned)grid, HP_THREADS(HP_NP(bn)), MK_SMEM(bn), s>>>(
+      q, map, part, cnt);
   VC_CUDA_TRY(ctx, cudaGetLastError());
   return VC_OK;
 }

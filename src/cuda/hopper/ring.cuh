@@ -91,34 +91,66 @@ __device__ static __forceinline__ void hp_mma(float *acc, int bn, int dt, int la
 #undef HP_MMA_N
 }
 
+/* Where a consumer warpgroup stands in the ring: a persistent CTA carries it from one work
+ * unit to the next. */
+typedef struct hp_pos {
+  int s, phase;
+} hp_pos;
+
 /* The consumers' main loop over n_it stages: consumer warpgroup cw multiplies its A rows
  * (a_off bytes into the A tile) by the whole B tile into acc, keeps one wgmma group in
  * flight and hands each slot back once the group that read it has retired. Ends with no
- * wgmma pending. */
-__device__ static __forceinline__ void hp_consume(float *acc, const hp_ring &r, int n_it, int st, int a_tile,
-                                                  int b_tile, uint32_t a_off, int bn, int dt, int layout) {
+ * wgmma pending and every slot it read handed back.
+ *
+ * Skipping (uni != 0): the stages walk the set bits of uni (offsets), nkc stages each,
+ * starting at stage it0 of that walk; a stage whose offset is not in `live` (none of this
+ * warpgroup's rows meet it, so its A rows are the producers' zeros) issues no wgmma. Its
+ * slot is still waited for (its copies must land before the slot is reused) and handed
+ * back at once, after the group in flight: a slot held across skips could be the one the
+ * producers wait for. */
+__device__ static __forceinline__ void hp_consume(float *acc, const hp_ring &r, hp_pos &pos, int n_it, int st,
+                                                  int a_tile, int b_tile, uint32_t a_off, int bn, int dt, int layout,
+                                                  uint32_t uni, uint32_t live, int nkc, int it0) {
   const int lane = threadIdx.x & 31;
-  int s = 0, phase = 0, prev = 0;
+  int s = pos.s, phase = pos.phase, prev = -1, kc = 0;
+  uint32_t rem = uni;
+  if (uni) {
+    for (int i = 0; i < it0 / nkc; i++) rem &= rem - 1;
+    kc = it0 % nkc;
+  }
   for (int it = 0; it < n_it; it++) {
+    const bool on = !uni || (live >> (__ffs(rem) - 1) & 1);
     vc_mbar_wait(r.full + 8 * s, phase);
-    vc_fence_proxy_async(); /* the cp.async (generic proxy) writes, seen here, to wgmma */
-    vc_wgmma_fence();
-    const uint32_t a0 = r.a + s * a_tile + a_off, b0 = r.b + s * b_tile;
+    if (on) {
+      vc_fence_proxy_async(); /* the cp.async (generic proxy) writes, seen here, to wgmma */
+      vc_wgmma_fence();
+      const uint32_t a0 = r.a + s * a_tile + a_off, b0 = r.b + s * b_tile;
 #pragma unroll
-    for (int kk = 0; kk < 4; kk++) {
-      const uint64_t da = layout == HP_MNMN ? vc_wgmma_desc_mn(a0 + 2048 * kk, HP_ATOM) : vc_wgmma_desc(a0 + 32 * kk);
-      const uint64_t db = layout == HP_KK ? vc_wgmma_desc(b0 + 32 * kk) : vc_wgmma_desc_mn(b0 + 2048 * kk, HP_ATOM);
-      hp_mma(acc, bn, dt, layout, da, db);
+      for (int kk = 0; kk < 4; kk++) {
+        const uint64_t da = layout == HP_MNMN ? vc_wgmma_desc_mn(a0 + 2048 * kk, HP_ATOM) : vc_wgmma_desc(a0 + 32 * kk);
+        const uint64_t db = layout == HP_KK ? vc_wgmma_desc(b0 + 32 * kk) : vc_wgmma_desc_mn(b0 + 2048 * kk, HP_ATOM);
+        hp_mma(acc, bn, dt, layout, da, db);
+      }
+      vc_wgmma_commit();
+      VC_WGMMA_WAIT(1); /* the group of the previous issued stage has retired: its slot goes back */
+      if (prev >= 0 && lane == 0) vc_mbar_arrive(r.empty + 8 * prev);
+      prev = s;
+    } else {
+      VC_WGMMA_WAIT(0);
+      if (lane == 0) {
+        if (prev >= 0) vc_mbar_arrive(r.empty + 8 * prev);
+        vc_mbar_arrive(r.empty + 8 * s);
+      }
+      prev = -1;
     }
-    vc_wgmma_commit();
-    VC_WGMMA_WAIT(1); /* the group of stage it-1 has retired: its slot goes back */
-    if (it > 0 && lane == 0) vc_mbar_arrive(r.empty + 8 * prev);
-    prev = s;
+    if (uni && ++kc == nkc) kc = 0, rem &= rem - 1;
     if (++s == st) s = 0, phase ^= 1;
   }
   VC_WGMMA_WAIT(0);
+  if (prev >= 0 && lane == 0) vc_mbar_arrive(r.empty + 8 * prev);
 #pragma unroll
   for (int i = 0; i < bn / 2; i++) vc_reg_fence(acc[i]);
+  pos.s = s, pos.phase = phase;
 }
 #endif
 

@@ -4,8 +4,10 @@
  *
  * dW_r[co][ci] = sum over the pairs j of offset r of dy[pout_j][co] * x[pin_j][ci]: one GEMM
  * per offset whose reduction runs over gathered rows, all offsets in one launch (the
- * offsets are the groups of a grouped GEMM). A CTA owns 128 output channels x BN input
- * channels of one offset and one split of its pairs; stages hold 64 pairs.
+ * offsets are the groups of a grouped GEMM). Each offset's pairs are cut into chunks of one
+ * length for all offsets, so every CTA has the same work (the last chunk of an offset
+ * aside) whatever the offsets' pair counts; a CTA owns 128 output channels x BN input
+ * channels of one chunk; stages hold 64 pairs.
  *
  * The gathered rows are contiguous along the channels, so both wgmma operands are
  * MN-major: a stage row is one pair's 64 channels (128 bytes, 128-byte swizzled), and the
@@ -13,9 +15,9 @@
  * producer warpgroups gather with cp.async (no TMA: both operands are gathers), two
  * consumer warpgroups issue m64nBNk16 wgmma over 64 output channels each.
  *
- * No atomics: every split writes its fp32 partial dW to its own slice of the workspace
- * (tiles with no pairs write zeros), and a second kernel adds the slices in split order and
- * converts, so the result is bitwise repeatable. */
+ * No atomics: chunk c of offset r writes its fp32 partial dW_r to slice c of the workspace,
+ * and a second kernel adds each offset's slices in chunk order and converts, so the result
+ * is bitwise repeatable. */
 #include "../implicit.cuh"
 #include "ring.cuh"
 
@@ -25,27 +27,34 @@
 #define WR_B_TILE(bn) ((bn) / 64 * HP_ATOM)
 #define WR_STAGES(bn) HP_STAGES(WR_A_TILE, WR_B_TILE(bn))
 #define WR_SMEM(bn) HP_SMEM(WR_A_TILE, WR_B_TILE(bn))
-#define WR_MIN_SPLIT 512 /* pairs per split at least: 8 stages */
+#define WR_MIN_CHUNK 512 /* pairs per chunk at least: 8 stages */
+/* Stages ahead that a producer thread loads its pair indices: they stream from memory, so
+ * the narrow tiles' short stages need more of them in flight; the 256-wide tile's thread
+ * copies 4 pairs a stage (8 index registers a stage ahead) and its stages last longer. */
+#define WR_PF(np) ((np) == 1 ? 2 : 6)
 
-/* p: a_src = dy, b_src = x, pin/pout/offsets, K, ci, co, nsplit, split_len; part = the
- * workspace slices [nsplit][co][K][ci]. */
+/* p: a_src = dy, b_src = x, pin/pout/offsets, K, ci, co, split_len (the chunk length);
+ * part = the workspace slices [nsplit][co][K][ci]. */
 __device__ static __forceinline__ void wr_body(const imp_args &p, float *part, const int dt, const int bn,
                                                const int np) {
 #ifdef VC_SM90A
-  const int st = WR_STAGES(bn), pt = 128 * np;
+  const int st = WR_STAGES(bn), pt = 128 * np, PF = WR_PF(np);
   extern __shared__ __align__(16) uint8_t wr_smem[];
   const int n_ci_t = (int)((p.ci + bn - 1) / bn), n_co_t = (int)((p.co + WR_BM - 1) / WR_BM);
-  /* consecutive CTAs share (offset, split): the same gathered rows, read once from L2 */
+  /* consecutive CTAs share a chunk: the same gathered rows, read once from L2 */
   int64_t bid = blockIdx.x;
   const int nt = (int)(bid % n_ci_t);
   bid /= n_ci_t;
   const int ct = (int)(bid % n_co_t);
   bid /= n_co_t;
-  const int split = (int)(bid % p.nsplit), r = (int)(bid / p.nsplit);
+  /* chunk bid of the concatenated chunk lists of the offsets */
+  int r = 0;
+  int64_t lo = p.offsets[0], hi = p.offsets[1];
+  for (int64_t n; bid >= (n = (hi - lo + p.split_len - 1) / p.split_len);) bid -= n, r++, lo = hi, hi = p.offsets[r + 1];
+  const int split = (int)bid;
   const int64_t m0 = (int64_t)ct * WR_BM, n0 = (int64_t)nt * bn;
-  const int64_t lo = p.offsets[r], hi = p.offsets[r + 1];
   const int64_t j0 = lo + split * p.split_len, j1 = min(hi, j0 + p.split_len);
-  const int n_it = j1 > j0 ? (int)((j1 - j0 + WR_BK - 1) / WR_BK) : 0;
+  const int n_it = (int)((j1 - j0 + WR_BK - 1) / WR_BK);
 
   const hp_ring ring = hp_ring_init(wr_smem, st, WR_A_TILE, WR_B_TILE(bn), pt); /* cp.async arrivals only */
   const uint32_t sA = ring.a, sB = ring.b, full = ring.full, empty = ring.empty;
@@ -56,16 +65,16 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, float *part, c
     /* thread tid: 16-byte chunk q of every atom, pair rows k0 + KR h of each stage */
     const int KR = pt / 8, tid = threadIdx.x, q = tid & 7, k0 = tid >> 3;
     const uint16_t *dy = (const uint16_t *)p.a_src, *x = (const uint16_t *)p.b_src;
-    /* The pair indices of a stage are loaded two stages ahead, so that no global load
+    /* The pair indices of a stage are loaded PF stages ahead, so that no global load
      * latency sits between the slot becoming free and its copies being issued. */
     const int nh = WR_BK / KR; /* pair rows per thread and stage: 2 or 4 */
-    int32_t io[2][4], ii[2][4];
+    int32_t io[6][4], ii[6][4]; /* [PF][nh] used */
 #pragma unroll
-    for (int d = 0; d < 2; d++)
+    for (int d = 0; d < PF; d++)
 #pragma unroll
-      for (int h = 0; h < 4; h++) {
+      for (int h = 0; h < nh; h++) {
         const int64_t j = j0 + (int64_t)d * WR_BK + k0 + KR * h;
-        const bool valid = h < nh && d < n_it && j < j1;
+        const bool valid = j < j1;
         io[d][h] = valid ? p.pout[j] : -1;
         ii[d][h] = valid ? p.pin[j] : -1;
       }
@@ -74,19 +83,20 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, float *part, c
       if (it >= st) vc_mbar_wait(empty + 8 * s, phase ^ 1);
       int32_t o4[4], i4[4];
 #pragma unroll
-      for (int h = 0; h < 4; h++) {
+      for (int h = 0; h < nh; h++) {
         o4[h] = io[0][h], i4[h] = ii[0][h];
-        io[0][h] = io[1][h], ii[0][h] = ii[1][h];
-        const int64_t j = j0 + (int64_t)(it + 2) * WR_BK + k0 + KR * h;
-        const bool valid = h < nh && j < j1;
-        io[1][h] = valid ? p.pout[j] : -1;
-        ii[1][h] = valid ? p.pin[j] : -1;
+#pragma unroll
+        for (int d = 0; d + 1 < PF; d++) io[d][h] = io[d + 1][h], ii[d][h] = ii[d + 1][h];
+        const int64_t j = j0 + (int64_t)(it + PF) * WR_BK + k0 + KR * h;
+        const bool valid = j < j1;
+        io[PF - 1][h] = valid ? p.pout[j] : -1;
+        ii[PF - 1][h] = valid ? p.pin[j] : -1;
       }
 #pragma unroll
       for (int h = 0; h < 4; h++) {
         if (h >= nh) break;
         const int k = k0 + KR * h;
-        const bool valid = o4[h] >= 0; /* pairs past the split arrive as -1: zero rows */
+        const bool valid = o4[h] >= 0; /* pairs past the chunk arrive as -1: zero rows */
         const int64_t o = valid ? o4[h] : 0, i = valid ? i4[h] : 0;
         const uint32_t off = vc_sw128(k, q);
 #pragma unroll
@@ -114,7 +124,8 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, float *part, c
     float acc[128];
 #pragma unroll
     for (int i = 0; i < bn / 2; i++) acc[i] = 0.0f;
-    hp_consume(acc, ring, n_it, st, WR_A_TILE, WR_B_TILE(bn), cw * HP_ATOM, bn, dt, HP_MNMN);
+    hp_pos pos = {0, 0};
+    hp_consume(acc, ring, pos, n_it, st, WR_A_TILE, WR_B_TILE(bn), cw * HP_ATOM, bn, dt, HP_MNMN, 0u, 0u, 1, 0);
     /* the fragment: row = output channel, column = input channel */
     const int64_t kci = (int64_t)p.K * p.ci;
     float *dst = part + (int64_t)split * p.co * kci + (int64_t)r * p.ci;
@@ -148,55 +159,70 @@ static const int wr_bn[3] = {64, 128, 256};
 static const wr_kernel wr_kernels[3][2] = {
     {k_wr_f16_64, k_wr_bf16_64}, {k_wr_f16_128, k_wr_bf16_128}, {k_wr_f16_256, k_wr_bf16_256}};
 
-/* dw[e] = the sum of the nsplit slices at e, in split order, converted to the dtype. */
-__global__ static void k_add_splits(const float *part, int nsplit, int64_t n, void *dw, int dt) {
+/* dw[e] = the sum of e's offset's chunk slices at e, in chunk order, converted to the dtype;
+ * offsets without pairs get zeros. */
+__global__ static void k_add_splits(const float *part, const int64_t *offsets, int64_t chunk, int K, int64_t ci,
+                                    int64_t n, void *dw, int dt) {
   for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x) {
-    float v = part[e];
-    for (int s = 1; s < nsplit; s++) v += part[(int64_t)s * n + e];
+    const int r = (int)(e / ci % K);
+    const int64_t chunks = (offsets[r + 1] - offsets[r] + chunk - 1) / chunk;
+    float v = chunks > 0 ? part[e] : 0.0f;
+    for (int64_t c = 1; c < chunks; c++) v += part[c * n + e];
     vc_store(dw, dt, e, v);
   }
 }
 
-/* The tile width (VOXCONV_MASKED_BN's, else from the input channels), and the splits: enough CTAs for two waves,
- * at least WR_MIN_SPLIT pairs per split, and at most 256 MB of partial slices. */
-static void wr_shape(const vc_plan *p, const vc_conv_args *a, int *variant, int *nsplit) {
+/* The tile width (VOXCONV_MASKED_BN's, else from the input channels) and the chunk length:
+ * about four CTAs a multiprocessor over all offsets' pairs, at least WR_MIN_CHUNK pairs, and
+ * at most 64 and 256 MB of slices (the longest offset's chunk count). */
+typedef struct wr_shape {
+  int v;
+  int64_t chunk, nsplit, blocks;
+} wr_shape;
+
+static wr_shape wr_shape_of(const vc_plan *p, const vc_conv_args *a) {
+  wr_shape sh;
   const int64_t ci = a->in_channels, co = a->out_channels;
   const int forced = vc_cuda(p->ctx)->masked_bn;
-  const int v = forced ? (forced == 256 ? 2 : forced == 128 ? 1 : 0) : ci > 128 ? 2 : ci > 64 ? 1 : 0;
-  const int64_t tiles = (co + WR_BM - 1) / WR_BM * ((ci + wr_bn[v] - 1) / wr_bn[v]) * p->kvol;
-  int64_t n = (2 * vc_cuda(p->ctx)->n_sm + tiles - 1) / tiles;
-  const int64_t by_pairs = (p->max_pairs + WR_MIN_SPLIT - 1) / WR_MIN_SPLIT;
-  const int64_t by_memory = ((int64_t)256 << 20) / (co * p->kvol * ci * 4);
-  if (n > by_pairs) n = by_pairs;
-  if (n > by_memory) n = by_memory;
-  if (n > 64) n = 64;
-  *variant = v;
-  *nsplit = n < 1 ? 1 : (int)n;
+  sh.v = forced ? (forced == 256 ? 2 : forced == 128 ? 1 : 0) : ci > 128 ? 2 : ci > 64 ? 1 : 0;
+  const int64_t tiles = (co + WR_BM - 1) / WR_BM * ((ci + wr_bn[sh.v] - 1) / wr_bn[sh.v]);
+  const int64_t want = (4 * vc_cuda(p->ctx)->n_sm + tiles - 1) / tiles; /* chunks over all offsets */
+  int64_t chunk = vc_round_up((p->n_pairs + want - 1) / (want > 0 ? want : 1), WR_BK);
+  int64_t max_slices = ((int64_t)256 << 20) / (co * p->kvol * ci * 4);
+  if (max_slices > 64) max_slices = 64;
+  if (max_slices < 1) max_slices = 1;
+  const int64_t by_memory = vc_round_up((p->max_pairs + max_slices - 1) / max_slices, WR_BK);
+  if (chunk < WR_MIN_CHUNK) chunk = WR_MIN_CHUNK;
+  if (chunk < by_memory) chunk = by_memory;
+  sh.chunk = chunk;
+  sh.nsplit = (p->max_pairs + chunk - 1) / chunk;
+  if (sh.nsplit < 1) sh.nsplit = 1;
+  int64_t chunks = 0;
+  for (int r = 0; r < p->kvol; r++) chunks += (p->offsets[r + 1] - p->offsets[r] + chunk - 1) / chunk;
+  sh.blocks = chunks * tiles;
+  return sh;
 }
 
 size_t vc_cuda_masked_wgrad_workspace(const vc_plan *p, const vc_conv_args *a) {
-  int v, nsplit;
-  wr_shape(p, a, &v, &nsplit);
-  return (size_t)vc_round_up((int64_t)nsplit * a->out_channels * p->kvol * a->in_channels * 4, 256) +
+  const wr_shape sh = wr_shape_of(p, a);
+  return (size_t)vc_round_up(sh.nsplit * a->out_channels * p->kvol * a->in_channels * 4, 256) +
          vc_cuda_column_sums_tmp_bytes(a->out_channels);
 }
 
 vc_status vc_cuda_masked_wgrad_run(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, const imp_args &args,
                                    void *dw, void *db, void *ws, cudaStream_t s) {
   imp_args q = args;
-  int v, nsplit;
-  wr_shape(p, a, &v, &nsplit);
-  const int bn = wr_bn[v];
+  const wr_shape sh = wr_shape_of(p, a);
+  const int bn = wr_bn[sh.v];
   const int64_t n = q.co * q.K * q.ci;
   float *part = (float *)ws;
-  q.nsplit = nsplit;
-  q.split_len = vc_round_up((p->max_pairs + nsplit - 1) / nsplit, WR_BK);
-  const int64_t blocks = (q.co + WR_BM - 1) / WR_BM * ((q.ci + bn - 1) / bn) * q.K * nsplit;
-  wr_kernels[v][q.dt == VC_DTYPE_BF16]<<<(unsigned)blocks, HP_THREADS(HP_NP(bn)), WR_SMEM(bn), s>>>(q, part);
-  k_add_splits<<<vc_grid(n), 256, 0, s>>>(part, nsplit, n, dw, q.dt);
+  q.split_len = sh.chunk;
+  if (sh.blocks > 0)
+    wr_kernels[sh.v][q.dt == VC_DTYPE_BF16]<<<(unsigned)sh.blocks, HP_THREADS(HP_NP(bn)), WR_SMEM(bn), s>>>(q, part);
+  k_add_splits<<<vc_grid(n), 256, 0, s>>>(part, q.offsets, sh.chunk, q.K, q.ci, n, dw, q.dt);
   if (db)
     vc_cuda_column_sums(db, a->dtype, q.a_src, p->n_out, q.co,
-                        (char *)ws + vc_round_up((int64_t)nsplit * n * 4, 256), s);
+                        (char *)ws + vc_round_up(sh.nsplit * n * 4, 256), s);
   VC_CUDA_TRY(ctx, cudaGetLastError());
   return VC_OK;
 }
