@@ -159,22 +159,25 @@ static const int wr_bn[3] = {64, 128, 256};
 static const wr_kernel wr_kernels[3][2] = {
     {k_wr_f16_64, k_wr_bf16_64}, {k_wr_f16_128, k_wr_bf16_128}, {k_wr_f16_256, k_wr_bf16_256}};
 
-/* dw[e] = the sum of e's offset's chunk slices at e, in chunk order, converted to the dtype;
- * offsets without pairs get zeros. */
+/* dw[co][r][ci] = the sum of offset r's chunk slices, in chunk order, converted to the
+ * dtype; offsets without pairs get zeros. A block walks whole rows (co, r) of ci values. */
 __global__ static void k_add_splits(const float *part, const int64_t *offsets, int64_t chunk, int K, int64_t ci,
                                     int64_t n, void *dw, int dt) {
-  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x) {
-    const int r = (int)(e / ci % K);
+  for (int64_t row = blockIdx.x; row * ci < n; row += gridDim.x) {
+    const int r = (int)(row % K);
     const int64_t chunks = (offsets[r + 1] - offsets[r] + chunk - 1) / chunk;
-    float v = chunks > 0 ? part[e] : 0.0f;
-    for (int64_t c = 1; c < chunks; c++) v += part[c * n + e];
-    vc_store(dw, dt, e, v);
+    for (int64_t e = row * ci + threadIdx.x; e < (row + 1) * ci; e += blockDim.x) {
+      float v = chunks > 0 ? part[e] : 0.0f;
+      for (int64_t c = 1; c < chunks; c++) v += part[c * n + e];
+      vc_store(dw, dt, e, v);
+    }
   }
 }
 
 /* The tile width (VOXCONV_MASKED_BN's, else from the input channels) and the chunk length:
  * about four CTAs a multiprocessor over all offsets' pairs, at least WR_MIN_CHUNK pairs, and
- * at most 64 and 256 MB of slices (the longest offset's chunk count). */
+ * at most 64 and 256 MB of slices (the longest offset's chunk count); one chunk an offset
+ * where the tiles of the K offsets are enough CTAs. */
 typedef struct wr_shape {
   int v;
   int64_t chunk, nsplit, blocks;
@@ -194,6 +197,8 @@ static wr_shape wr_shape_of(const vc_plan *p, const vc_conv_args *a) {
   const int64_t by_memory = vc_round_up((p->max_pairs + max_slices - 1) / max_slices, WR_BK);
   if (chunk < WR_MIN_CHUNK) chunk = WR_MIN_CHUNK;
   if (chunk < by_memory) chunk = by_memory;
+  /* one chunk an offset already gives the CTAs wanted: no slices to add */
+  if (want <= p->kvol) chunk = vc_round_up(p->max_pairs > 0 ? p->max_pairs : 1, WR_BK);
   sh.chunk = chunk;
   sh.nsplit = (p->max_pairs + chunk - 1) / chunk;
   if (sh.nsplit < 1) sh.nsplit = 1;
@@ -219,7 +224,8 @@ vc_status vc_cuda_masked_wgrad_run(vc_context *ctx, const vc_plan *p, const vc_c
   q.split_len = sh.chunk;
   if (sh.blocks > 0)
     wr_kernels[sh.v][q.dt == VC_DTYPE_BF16]<<<(unsigned)sh.blocks, HP_THREADS(HP_NP(bn)), WR_SMEM(bn), s>>>(q, part);
-  k_add_splits<<<vc_grid(n), 256, 0, s>>>(part, q.offsets, sh.chunk, q.K, q.ci, n, dw, q.dt);
+  const int64_t rows = q.co * q.K;
+  k_add_splits<<<(unsigned)(rows < 65535 ? rows : 65535), 128, 0, s>>>(part, q.offsets, sh.chunk, q.K, q.ci, n, dw, q.dt);
   if (db)
     vc_cuda_column_sums(db, a->dtype, q.a_src, p->n_out, q.co,
                         (char *)ws + vc_round_up(sh.nsplit * n * 4, 256), s);
