@@ -160,7 +160,7 @@ VC_API const char *vc_version(void);
 /* Creates a context for one device. kind VC_DEVICE_CPU takes device 0.
  * Owns: the returned context (free with vc_context_destroy).
  * Errors: VC_ERR_INVALID_ARGUMENT (NULL out, bad kind or device, a bad VOXCONV_MASKED_BN
- * on a CUDA device), VC_ERR_UNSUPPORTED (backend not in this build, a GPU below compute
+ * or VOXCONV_MASKED_SPLIT on a CUDA device), VC_ERR_UNSUPPORTED (backend not in this build, a GPU below compute
  * capability 8.0), VC_ERR_DEVICE, VC_ERR_OUT_OF_MEMORY. */
 VC_API vc_status vc_context_create(vc_device_kind kind, int device, vc_context **out);
 
@@ -278,20 +278,25 @@ VC_API vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, cons
  *     the text file $VOXCONV_CACHE_DIR/tune-v1.txt (default ~/.cache/voxconv/; read by
  *     vc_context_create), keyed by
  *     (backend, device name, pass, ceil(log2 pairs), Ci, Co, kernel volume, dtype, math);
- *     the device name carries VOXCONV_WGMMA=0 and VOXCONV_MASKED_BN when set, so such
- *     contexts keep entries apart from normal ones;
+ *     the device name carries VOXCONV_WGMMA=0, VOXCONV_MASKED_BN and VOXCONV_MASKED_SPLIT
+ *     when set, so such contexts keep entries apart from normal ones;
  *  4. otherwise a fixed heuristic.
  * Execute calls never tune (tuning synchronises); call vc_conv_tune once per layer shape.
  * VC_ALGO_MASKED (offered on sm_90 devices, and AUTO's heuristic there for 16-bit storage)
  * runs all three passes on warp-specialised wgmma kernels when the storage is f16 or bf16,
  * the channel counts are multiples of 8, the operands and output (and wgrad's workspace)
  * are 16-byte aligned and row x channel chunk indices fit 32 bits; otherwise it runs
- * VC_ALGO_IMPLICIT's kernels. Its results are repeatable bit for bit (its wgrad adds split
- * partials in a fixed order), except where its wgrad falls back to the implicit kernel
- * outside a VOXCONV_DETERMINISTIC context (inside one, that runs with one split). Read by
+ * VC_ALGO_IMPLICIT's kernels. Where a forward or backward-data call has too few output
+ * tiles to fill the device, it splits the reduction and its workspace holds the fp32
+ * partials (vc_conv_workspace_size says how much; a workspace that is not 16-byte aligned
+ * runs the call unsplit). Its results are repeatable bit for bit (split partials are added
+ * in a fixed order), except where its wgrad falls back to the implicit kernel outside a
+ * VOXCONV_DETERMINISTIC context (inside one, that runs with one split). Read by
  * vc_context_create: VOXCONV_WGMMA=0 removes VC_ALGO_MASKED (for comparisons);
  * VOXCONV_MASKED_BN=64|128|256 fixes its tile width (else chosen per call from the
- * channels and the grid; another value fails with VC_ERR_INVALID_ARGUMENT). */
+ * channels and the grid) and VOXCONV_MASKED_SPLIT=1..16 its forward/backward-data
+ * reduction splits (else chosen per call); another value of either fails with
+ * VC_ERR_INVALID_ARGUMENT. */
 
 /* The algorithm VC_ALGO_AUTO (or the forced a->algo) runs for this pass now.
  * Errors: VC_ERR_INVALID_ARGUMENT, VC_ERR_UNSUPPORTED (forced algo not in this backend). */
