@@ -113,7 +113,6 @@ static void check_passes(conv_case *c, const vc_conv_args *a, const char *what) 
 static void check_kind(vc_conv_kind kind) {
   static const int64_t chans[] = {1, 4, 5, 7, 16, 19, 33};
   static const vc_algo algos[] = {VC_ALGO_REFERENCE, VC_ALGO_EXPLICIT, VC_ALGO_AUTO};
-  static const char *algo_name[] = {"auto", "reference", "explicit"};
   for (int mode = 0; mode < 4; mode++) {
     conv_case c;
     if (case_make(&c, kind, kind == VC_CONV_TRANSPOSED ? 40 : 120, 2, -5, 4)) {
@@ -125,7 +124,7 @@ static void check_kind(vc_conv_kind kind) {
         a.algo = algos[i];
         char what[128];
         snprintf(what, sizeof what, "%s %s%s %s ci=%lld co=%lld", vc_kind_name(kind), vc_dtype_name(dt),
-                 mode == 1 ? "/tf32" : "", algo_name[a.algo], (long long)a.in_channels, (long long)a.out_channels);
+                 mode == 1 ? "/tf32" : "", vc_algo_name(a.algo), (long long)a.in_channels, (long long)a.out_channels);
         check_passes(&c, &a, what);
       }
     }

@@ -362,7 +362,7 @@ static void expect_bad_values(const vc_conv_kind *kinds, int n_kinds, field f, c
   vc_context_destroy(ctx);
 }
 
-/* The kinds that take coordinates (all but inverse), and the strided ones. */
+/* The strided kinds. */
 static const vc_conv_kind strided_kinds[2] = {VC_CONV_SPARSE, VC_CONV_TRANSPOSED};
 
 static void test_errors_plan_kernel_size(void) {

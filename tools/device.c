@@ -222,6 +222,8 @@ void *dev_poisoned(const vc_dev *d, vc_dtype dt, int64_t n) {
   return p;
 }
 
+static float op_add(float a, float b) { return a + b; }
+
 void dev_add(const vc_dev *d, vc_dtype dt, int64_t n, const void *x, void *y) {
 #ifdef VC_HAVE_CUDA
   if (d->cuda) {
@@ -236,24 +238,7 @@ void dev_add(const vc_dev *d, vc_dtype dt, int64_t n, const void *x, void *y) {
     return;
   }
 #endif
-  if (dt == VC_DTYPE_F32) {
-    float *fy = y;
-    const float *fx = x;
-    for (int64_t i = 0; i < n; i++) fy[i] += fx[i];
-    return;
-  }
-  /* 16-bit storage: through f32 in stack chunks, so a timed add never allocates */
-  enum { CHUNK = 1024 };
-  float fx[CHUNK], fy[CHUNK];
-  const size_t es = vc_dtype_size(dt);
-  for (int64_t i = 0; i < n; i += CHUNK) {
-    const int64_t m = n - i < CHUNK ? n - i : CHUNK;
-    char *yi = (char *)y + (size_t)i * es;
-    check(NULL, vc_convert_to_f32(dt, (const char *)x + (size_t)i * es, fx, m));
-    check(NULL, vc_convert_to_f32(dt, yi, fy, m));
-    for (int64_t j = 0; j < m; j++) fy[j] += fx[j];
-    check(NULL, vc_convert_from_f32(dt, fy, yi, m));
-  }
+  elementwise_into(dt, n, y, y, x, op_add); /* y + x, as cuBLAS's axpy */
 }
 
 void dev_map(const vc_dev *d, vc_dtype dt, int64_t n, void *out, const void *a, const void *b, elementwise_op op) {

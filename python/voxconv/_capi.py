@@ -19,7 +19,6 @@ MATH_F32, MATH_TF32 = 0, 1
 KINDS = {"submanifold": 0, "sparse": 1, "inverse": 2, "transposed": 3}
 PASS_FORWARD, PASS_BACKWARD_DATA, PASS_BACKWARD_WEIGHT = 0, 1, 2
 ALGOS = {"auto": 0, "reference": 1, "explicit": 2, "implicit": 3, "masked": 4, "grouped": 5}
-ALGO_NAMES = {v: k for k, v in ALGOS.items()}
 
 
 class VoxconvError(RuntimeError):

@@ -157,8 +157,8 @@ struct vc_plan {
   int32_t *pair_in;
   int32_t *pair_out;
   void *backend_data;
-  size_t mem_bytes;         /* backend memory the plan owns (vc_plan_memory_bytes), counted by
-                               the backend's plan_build as it allocates */
+  size_t mem_bytes;         /* backend memory the plan owns (vc_plan_memory_bytes), set by the
+                               backend's plan_build */
 };
 
 /* One device's implementation. Arguments reaching it are already validated. */

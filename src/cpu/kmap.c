@@ -219,7 +219,8 @@ vc_status vc_cpu_plan_build(vc_context *ctx, vc_plan *p, const int32_t *coords, 
   if (s == VC_OK) s = compact_pairs(ctx, p, nb);
   free(nb);
   if (s != VC_OK) return s;
-  /* vc_plan_memory_bytes: what vc_cpu_plan_release and vc_plan_destroy free (nb was scratch) */
+  /* vc_plan_memory_bytes: what vc_cpu_plan_release and vc_plan_destroy free (nb was scratch),
+   * counted from the sizes copy_coords, output_sites and compact_pairs allocated */
   const int64_t coord_rows = p->n_in + (p->out_coords != p->in_coords ? p->n_out : 0);
   p->mem_bytes = (size_t)coord_rows * 4 * sizeof(int32_t) + (size_t)p->n_pairs * 2 * sizeof(int32_t) +
                  (size_t)(p->kvol + 1) * sizeof(int64_t);

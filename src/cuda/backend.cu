@@ -32,7 +32,8 @@ static vc_status cuda_context_init(vc_context *ctx) {
     return vc_fail(ctx, VC_ERR_UNSUPPORTED, "vc_context_create: %s has compute capability %d.%d; voxconv needs 8.0 or newer",
                    prop.name, prop.major, prop.minor);
   const char *wg = getenv("VOXCONV_WGMMA");
-  st->masked = prop.major == 9 && prop.minor == 0 && !(wg && !strcmp(wg, "0"));
+  const bool sm90 = prop.major == 9 && prop.minor == 0;
+  st->masked = sm90 && !(wg && !strcmp(wg, "0"));
   st->n_sm = prop.multiProcessorCount;
   const char *bn = getenv("VOXCONV_MASKED_BN");
   if (bn && *bn) {
@@ -51,7 +52,7 @@ static vc_status cuda_context_init(vc_context *ctx) {
   /* The tune key's device: a context whose candidates or tiles the environment changed
    * must not share cache entries with normal ones. */
   char tag[64] = "";
-  if (prop.major == 9 && prop.minor == 0 && !st->masked) snprintf(tag, sizeof tag, " [VOXCONV_WGMMA=0]");
+  if (sm90 && !st->masked) snprintf(tag, sizeof tag, " [VOXCONV_WGMMA=0]");
   if (st->masked_bn) snprintf(tag + strlen(tag), sizeof tag - strlen(tag), " [VOXCONV_MASKED_BN=%d]", st->masked_bn);
   if (st->masked_split)
     snprintf(tag + strlen(tag), sizeof tag - strlen(tag), " [VOXCONV_MASKED_SPLIT=%d]", st->masked_split);

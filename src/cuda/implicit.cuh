@@ -43,6 +43,58 @@ typedef struct tile_pos {
   int nkc;         /* fwd/dgrad: reduction chunks per offset */
 } tile_pos;
 
+/* The pieces of a fwd/dgrad tile's setup, for threads tid, tid + nthr, ... of the caller's
+ * choosing (tile_setup: the whole block; masked.cu: its producers). */
+
+/* rowid[i] = row m0 + i of `order` (the identity without one), -1 past the rows. */
+__device__ static __forceinline__ void tile_rows(const imp_args &p, int64_t m0, int bm, int32_t *rowid, int tid, int nthr) {
+  for (int i = tid; i < bm; i += nthr) {
+    const int64_t m = m0 + i;
+    rowid[i] = m < p.rows ? (p.order ? p.order[m] : (int32_t)m) : -1;
+  }
+}
+
+/* Word wd of the union of the offsets that rows [m0, m0 + bm) of `order` meet, from the
+ * per-block masks (all K offsets without them); bits past K are clear. */
+__device__ static __forceinline__ uint32_t tile_mask_word(const imp_args &p, int64_t m0, int bm, int wd) {
+  uint32_t m = ~0u;
+  if (p.blk_mask) {
+    const int64_t b0 = m0 / VC_ORDER_BLOCK, b1 = min((m0 + bm + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK,
+                                                    (p.rows + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK);
+    m = 0;
+    for (int64_t b = b0; b < b1; b++) m |= p.blk_mask[b * ((p.K + 31) / 32) + wd];
+  }
+  return wd * 32 + 32 <= p.K ? m : m & ((1u << (p.K - wd * 32)) - 1);
+}
+
+/* act[] = the offsets that rows [m0, m0 + bm) meet, ascending (one thread); returns their count. */
+__device__ static __forceinline__ int tile_offsets(const imp_args &p, int64_t m0, int bm, int16_t *act) {
+  int n = 0;
+  for (int wd = 0; wd * 32 < p.K; wd++)
+    for (uint32_t m = tile_mask_word(p, m0, bm, wd); m; m &= m - 1) act[n++] = (int16_t)(wd * 32 + __ffs(m) - 1);
+  return n;
+}
+
+/* gtab[a][m] = the input row that row m meets through offset act[a], or -1 (n_act <=
+ * GTAB_OFFSETS). Consecutive threads walk one row's offsets; 8 loads in flight a thread. */
+__device__ static __forceinline__ void tile_gtab(const imp_args &p, const int32_t *rowid, const int16_t *act, int n_act,
+                                                 int bm, int32_t *gtab, int tid, int nthr) {
+  const int total = n_act * bm;
+  for (int i0 = tid; i0 < total; i0 += 8 * nthr) {
+    int32_t v[8];
+#pragma unroll
+    for (int x = 0; x < 8; x++) {
+      const int i = i0 + x * nthr, m = i / n_act, a = i - m * n_act;
+      v[x] = i < total && rowid[m] >= 0 ? p.tab[(int64_t)rowid[m] * p.K + act[a]] : -1;
+    }
+#pragma unroll
+    for (int x = 0; x < 8; x++) {
+      const int i = i0 + x * nthr, m = i / n_act, a = i - m * n_act;
+      if (i < total) gtab[a * GTAB_STRIDE(bm) + m] = v[x];
+    }
+  }
+}
+
 /* Rows of the tile (fwd/dgrad) into rowid[], active offsets into act[], their gather rows
  * into gtab[] and, unless live16 is NULL, per 16-row block which offsets it meets; returns
  * the position. */
@@ -66,28 +118,11 @@ __device__ static __forceinline__ tile_pos tile_setup(const imp_args &p, int bm,
   t.n0 = (bid % p.n_tiles) * bn;
   t.m0 = row_tile * bm;
   t.r = 0, t.j0 = t.j1 = 0;
-  for (int i = threadIdx.x; i < bm; i += blockDim.x) {
-    const int64_t m = t.m0 + i;
-    rowid[i] = m < p.rows ? (p.order ? p.order[m] : (int32_t)m) : -1;
-  }
-  if (threadIdx.x == 0) { /* union of the tile's row masks, from the per-block lists */
-    int n = 0;
-    const int64_t b0 = t.m0 / VC_ORDER_BLOCK, b1 = min((t.m0 + bm + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK,
-                                                      (p.rows + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK);
-    for (int w = 0; w * 32 < p.K; w++) {
-      uint32_t m = p.blk_mask ? 0u : ~0u;
-      for (int64_t b = b0; p.blk_mask && b < b1; b++) m |= p.blk_mask[b * ((p.K + 31) / 32) + w];
-      for (int bit = 0; bit < 32 && w * 32 + bit < p.K; bit++)
-        if (m >> bit & 1) act[n++] = (int16_t)(w * 32 + bit);
-    }
-    *n_act = n;
-  }
+  tile_rows(p, t.m0, bm, rowid, threadIdx.x, blockDim.x);
+  if (threadIdx.x == 0) *n_act = tile_offsets(p, t.m0, bm, act);
   __syncthreads();
-  if (*n_act <= GTAB_OFFSETS) { /* gtab[a * bm + m]: consecutive threads walk one row's offsets */
-    for (int i = threadIdx.x; i < *n_act * bm; i += blockDim.x) {
-      const int m = i / *n_act, a = i % *n_act;
-      gtab[a * GTAB_STRIDE(bm) + m] = rowid[m] >= 0 ? p.tab[(int64_t)rowid[m] * p.K + act[a]] : -1;
-    }
+  if (*n_act <= GTAB_OFFSETS) {
+    tile_gtab(p, rowid, act, *n_act, bm, gtab, threadIdx.x, blockDim.x);
     __syncthreads();
     /* live16[a] bit b: some row of the 16-row block b meets offset a; Gray-ordered rows
      * share masks, so whole blocks are often empty and their MMAs are skipped. */

@@ -52,6 +52,13 @@ __device__ static void load_displacements(const vc_geom &g, int count, int32_t (
   }
 }
 
+/* off[r] = offset r's displacement (vc_geom_offset) for r < g.K, from shared memory instead
+ * of three divisions a lookup; every thread of the block calls it. */
+__device__ static void load_offsets(const vc_geom &g, int32_t (*off)[3]) {
+  for (int r = threadIdx.x; r < g.K; r += blockDim.x) vc_geom_offset(&g, r, off[r]);
+  __syncthreads();
+}
+
 /* Claims key's slot; returns its index, or -1 when the key was there already. */
 __device__ static inline int64_t hash_claim(unsigned long long *key_of_slot0, size_t stride, uint64_t cap, uint64_t key,
                                            uint64_t s0) {
@@ -79,12 +86,14 @@ __global__ static void k_insert_inputs(const int32_t *c, int64_t n, slot *t, uin
 __global__ static void k_out_candidates(const int32_t *c, int64_t n, vc_geom g, bool transposed, uint64_t *okeys,
                                         uint64_t ocap, uint64_t *list, unsigned long long *count,
                                         unsigned long long *bad) {
+  __shared__ int32_t off[VC_KERNEL_MAX * VC_KERNEL_MAX * VC_KERNEL_MAX][3];
+  load_offsets(g, off);
   const int64_t total = n * g.K;
   for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < total; j += (int64_t)gridDim.x * blockDim.x) {
     const int64_t i = j / g.K;
     const int r = (int)(j % g.K);
     int64_t t[3];
-    if (!vc_geom_pair(&g, transposed, c + 4 * i, r, t) || !vc_geom_in_bound(&g, t)) continue;
+    if (!vc_geom_pair_at(&g, transposed, c + 4 * i, off[r], t) || !vc_geom_in_bound(&g, t)) continue;
     if (!vc_site_in_range(c[4 * i], t[0], t[1], t[2])) {
       atomicMin(bad, (unsigned long long)j);
       continue;
@@ -210,6 +219,8 @@ __global__ static void __launch_bounds__(PAIR_ROWS) k_lookup_rows(const int32_t 
                                                                   uint64_t hcap, int32_t *nb, uint32_t *rmask,
                                                                   int W, int32_t *cnt) {
   __shared__ int32_t tile[PAIR_ROWS][PAIR_COLS + 1];
+  __shared__ int32_t off[VC_KERNEL_MAX * VC_KERNEL_MAX * VC_KERNEL_MAX][3];
+  load_offsets(g, off);
   const int64_t o = (int64_t)blockIdx.x * PAIR_ROWS + threadIdx.x;
   int32_t c[4] = {0, 0, 0, 0};
   if (o < n_out) c[0] = oc[4 * o], c[1] = oc[4 * o + 1], c[2] = oc[4 * o + 2], c[3] = oc[4 * o + 3];
@@ -218,7 +229,7 @@ __global__ static void __launch_bounds__(PAIR_ROWS) k_lookup_rows(const int32_t 
       const int r = r0 + j;
       int32_t v = -1;
       int64_t q[3];
-      if (o < n_out && vc_geom_pair(&g, !transposed, c, r, q) && vc_site_in_range(c[0], q[0], q[1], q[2]))
+      if (o < n_out && vc_geom_pair_at(&g, !transposed, c, off[r], q) && vc_site_in_range(c[0], q[0], q[1], q[2]))
         v = hash_find(t, hcap, vc_key_pack(c[0], (int32_t)q[0], (int32_t)q[1], (int32_t)q[2]));
       tile[threadIdx.x][j] = v;
     }
@@ -586,10 +597,9 @@ static vc_status input_error(vc_context *ctx, const int32_t *coords, int64_t n, 
   int32_t *hc = (int32_t *)malloc((size_t)n * 4 * sizeof(int32_t));
   if (!hc) return vc_fail(ctx, VC_ERR_OUT_OF_MEMORY, "vc_plan_create: out of host memory");
   vc_status st = read_back(ctx, hc, coords, (size_t)n * 4 * sizeof(int32_t), s);
-  if (st != VC_OK) {
-  } else if (h[0] != ~0ull) {
+  if (st == VC_OK && h[0] != ~0ull) {
     st = vc_check_coords(ctx, hc, n);
-  } else {
+  } else if (st == VC_OK) {
     /* Either copy may have lost the insert race: name the first pair of equal rows. */
     const int32_t *d = hc + 4 * h[1];
     for (int64_t i = 0; i < n; i++)

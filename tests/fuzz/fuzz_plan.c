@@ -98,8 +98,10 @@ static int64_t brute_pairs(const vc_conv_desc *d, const int32_t *q, int64_t n) {
   const vc_conv_kind kind = d->kind;
   int64_t K = (int64_t)d->kernel_size[0] * d->kernel_size[1] * d->kernel_size[2], count = 0;
   int32_t *sorted = malloc(((size_t)n + 1) * 4 * sizeof *sorted);
-  memcpy(sorted, q, (size_t)n * 4 * sizeof *sorted);
-  qsort(sorted, (size_t)n, 4 * sizeof *sorted, site_order);
+  if (kind == VC_CONV_SUBMANIFOLD) { /* only its lookups search the sites */
+    memcpy(sorted, q, (size_t)n * 4 * sizeof *sorted);
+    qsort(sorted, (size_t)n, 4 * sizeof *sorted, site_order);
+  }
   for (int64_t i = 0; i < n; i++)
     for (int64_t r = 0; r < K; r++) {
       int64_t o[3], p[3];

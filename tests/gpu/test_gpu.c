@@ -732,23 +732,17 @@ static void test_masked_tiles(void) {
   static const int64_t ch[3][2] = {{264, 520}, {200, 136}, {64, 64}};
   static const vc_dtype dtypes[2] = {VC_DTYPE_F16, VC_DTYPE_BF16};
   static const vc_conv_kind kinds[2] = {VC_CONV_SUBMANIFOLD, VC_CONV_SPARSE};
-  vc_context *bad = NULL;
-  setenv("VOXCONV_MASKED_BN", "96", 1);
-  vc_test_scrub(NULL);
-  CHECK_STATUS(NULL, vc_context_create(VC_DEVICE_CUDA, 0, &bad), VC_ERR_INVALID_ARGUMENT,
-               "VOXCONV_MASKED_BN = \"96\"; use 64, 128 or 256");
-  vc_context_destroy(bad);
-  bad = NULL;
-  unsetenv("VOXCONV_MASKED_BN");
-  static const char *const bad_split[3] = {"0", "17", "4x"};
-  for (int i = 0; i < 3; i++) {
-    char msg[64];
-    snprintf(msg, sizeof msg, "VOXCONV_MASKED_SPLIT = \"%s\"; use 1 to 16", bad_split[i]);
-    setenv("VOXCONV_MASKED_SPLIT", bad_split[i], 1);
+  static const char *const bad[4][3] = {{"VOXCONV_MASKED_BN", "96", "VOXCONV_MASKED_BN = \"96\"; use 64, 128 or 256"},
+                                         {"VOXCONV_MASKED_SPLIT", "0", "VOXCONV_MASKED_SPLIT = \"0\"; use 1 to 16"},
+                                         {"VOXCONV_MASKED_SPLIT", "17", "VOXCONV_MASKED_SPLIT = \"17\"; use 1 to 16"},
+                                         {"VOXCONV_MASKED_SPLIT", "4x", "VOXCONV_MASKED_SPLIT = \"4x\"; use 1 to 16"}};
+  for (int i = 0; i < 4; i++) {
+    vc_context *b = NULL;
+    setenv(bad[i][0], bad[i][1], 1);
     vc_test_scrub(NULL);
-    CHECK_STATUS(NULL, vc_context_create(VC_DEVICE_CUDA, 0, &bad), VC_ERR_INVALID_ARGUMENT, msg);
-    vc_context_destroy(bad);
-    bad = NULL;
+    CHECK_STATUS(NULL, vc_context_create(VC_DEVICE_CUDA, 0, &b), VC_ERR_INVALID_ARGUMENT, bad[i][2]);
+    vc_context_destroy(b);
+    unsetenv(bad[i][0]);
   }
   vc_context *ctx[NCFG] = {NULL};
   bool all = true;

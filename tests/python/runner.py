@@ -5,6 +5,16 @@ import time
 import traceback
 
 
+def expect_raises(exc, needle, fn, *args, **kw):
+    """fn(*args, **kw) raises exc with `needle` in its message; returns the exception."""
+    try:
+        fn(*args, **kw)
+    except exc as e:
+        assert needle in str(e), "message %r lacks %r" % (str(e), needle)
+        return e
+    raise AssertionError("expected %s(%r)" % (exc.__name__, needle))
+
+
 def run(namespace, footer):
     only = sys.argv[1] if len(sys.argv) > 1 else ""
     tests = [(n, f) for n, f in sorted(namespace.items()) if n.startswith("test_") and only in n]

@@ -15,6 +15,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import reference as ref  # noqa: E402
+from runner import expect_raises  # noqa: E402
 import voxconv  # noqa: E402
 import voxconv.numpy as vnp  # noqa: E402
 from voxconv import _capi  # noqa: E402
@@ -33,15 +34,6 @@ def random_coords(n, batches=2, lo=-4, hi=5):
     c = np.c_[RNG.integers(0, batches, (n, 1)), RNG.integers(lo, hi, (n, 3))]
     c = np.unique(c, axis=0)
     return c[RNG.permutation(len(c))].astype(np.int32)  # not sorted: row order must be kept
-
-
-def expect_raises(exc, needle, fn, *args, **kw):
-    try:
-        fn(*args, **kw)
-    except exc as e:
-        assert needle in str(e), "message %r lacks %r" % (str(e), needle)
-        return e
-    raise AssertionError("expected %s(%r)" % (exc.__name__, needle))
 
 
 def same_map(conv, want_out, want_pairs, what):

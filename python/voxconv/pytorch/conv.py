@@ -82,13 +82,13 @@ class SparseConvFunction(torch.autograd.Function):
         return dx, dw, db, None, None
 
 
-def _autocast_dtype(device_type):
-    """The autocast dtype when autocast is on for this device type, else None."""
-    try:
-        if torch.is_autocast_enabled(device_type):
-            return torch.get_autocast_dtype(device_type)
-        return None
-    except TypeError:  # torch < 2.4: per-device functions
+if hasattr(torch, "get_autocast_dtype"):  # torch >= 2.4: functions taking the device type
+    def _autocast_dtype(device_type):
+        """The autocast dtype when autocast is on for this device type, else None."""
+        return torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else None
+else:  # older torch: per-device functions
+    def _autocast_dtype(device_type):
+        """The autocast dtype when autocast is on for this device type, else None."""
         if device_type == "cuda" and torch.is_autocast_enabled():
             return torch.get_autocast_gpu_dtype()
         if device_type == "cpu" and torch.is_autocast_cpu_enabled():

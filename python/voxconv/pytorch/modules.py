@@ -4,6 +4,8 @@ from collections import OrderedDict
 
 from torch import nn
 
+from .core import SparseConvTensor
+
 
 class SparseModule(nn.Module):
     """Base of the modules that take a SparseConvTensor."""
@@ -36,7 +38,6 @@ class SparseSequential(SparseModule):
         self.add_module(str(len(self._modules)) if name is None else name, module)
 
     def forward(self, input):
-        from .core import SparseConvTensor
         for module in self._modules.values():
             if isinstance(module, SparseModule):
                 input = module(input)

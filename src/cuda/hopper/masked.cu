@@ -55,20 +55,6 @@ __device__ static __forceinline__ mk_unit mk_unit_of(const imp_args &p, int64_t 
   return w;
 }
 
-/* Word wd of the union of the offsets the tile's rows meet (its two VC_ORDER_BLOCK
- * blocks; `half` >= 0: only block half's rows). Bits past K are clear. */
-__device__ static __forceinline__ uint32_t mk_mask_word(const imp_args &p, int64_t m0, int wd, int half) {
-  const int words = (p.K + 31) / 32;
-  uint32_t m = ~0u;
-  if (p.blk_mask) {
-    const int64_t b0 = m0 / VC_ORDER_BLOCK, nb = (p.rows + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK;
-    m = 0;
-    for (int64_t b = b0; b < b0 + MK_BM / VC_ORDER_BLOCK && b < nb; b++)
-      if (half < 0 || b == b0 + half) m |= p.blk_mask[b * words + wd];
-  }
-  return wd * 32 + 32 <= p.K ? m : m & ((1u << (p.K - wd * 32)) - 1);
-}
-
 /* The unit's stage range [it0, it1) of the tile's n_it stages. */
 __device__ static __forceinline__ void mk_range(const imp_args &p, const mk_unit &w, int n_it, int *it0, int *it1) {
   const int per = (n_it + p.nsplit - 1) / p.nsplit;
@@ -83,7 +69,7 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
 #ifdef VC_SM90A
   const int st = MK_STAGES(bn), pt = 128 * np; /* stages, producer threads */
   imp_args p = args;
-  p.mode = mode, p.dt = dt, p.fast = 1;
+  p.dt = dt; /* a constant in each kernel: pack2's dtype branch folds */
   extern __shared__ __align__(16) uint8_t mk_smem[];
   /* the producers' per-unit tables: rows, active offsets, their gather rows */
   __shared__ int32_t rowid[MK_BM];
@@ -94,7 +80,7 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
   const hp_ring ring = hp_ring_init(mk_smem, st, MK_A_TILE, MK_B_TILE(bn), pt + 1);
   const uint32_t sA = ring.a, sB = ring.b, full = ring.full, empty = ring.empty;
   const int wg = hp_warpgroup();
-  const int nkc = (int)((p.c_red + MK_BK - 1) / MK_BK), words = (p.K + 31) / 32;
+  const int nkc = (int)((p.c_red + MK_BK - 1) / MK_BK);
   const int64_t units = (p.rows + MK_BM - 1) / MK_BM * p.n_tiles * p.nsplit;
 
   if (wg < np) { /* ---- producers ---- */
@@ -112,34 +98,12 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
       /* The unit's tables; the producers run ahead of the consumers here, so this latency
        * hides behind the previous unit's last stages and epilogue. */
       vc_named_barrier(2, pt); /* the previous unit's tables are no longer read */
-      for (int i = tid; i < MK_BM; i += pt) {
-        const int64_t m = w.m0 + i;
-        rowid[i] = m < p.rows ? (p.order ? p.order[m] : (int32_t)m) : -1;
-      }
-      if (tid == 0) {
-        int n = 0;
-        for (int wd = 0; wd < words; wd++)
-          for (uint32_t m = mk_mask_word(p, w.m0, wd, -1); m; m &= m - 1) act[n++] = (int16_t)(wd * 32 + __ffs(m) - 1);
-        n_act = n;
-      }
+      tile_rows(p, w.m0, MK_BM, rowid, tid, pt);
+      if (tid == 0) n_act = tile_offsets(p, w.m0, MK_BM, act);
       vc_named_barrier(2, pt);
       const int na = n_act;
-      const bool in_gtab = na <= GTAB_OFFSETS;
-      if (in_gtab) { /* gtab[a][m]: consecutive threads walk one row's offsets; 8 loads in flight */
-        const int total = na * MK_BM;
-        for (int i0 = tid; i0 < total; i0 += 8 * pt) {
-          int32_t v[8];
-#pragma unroll
-          for (int x = 0; x < 8; x++) {
-            const int i = i0 + x * pt, m = i / na, a = i - m * na;
-            v[x] = i < total && rowid[m] >= 0 ? p.tab[(int64_t)rowid[m] * p.K + act[a]] : -1;
-          }
-#pragma unroll
-          for (int x = 0; x < 8; x++) {
-            const int i = i0 + x * pt, m = i / na, a = i - m * na;
-            if (i < total) gtab[a * GTAB_STRIDE(MK_BM) + m] = v[x];
-          }
-        }
+      if (na <= GTAB_OFFSETS) {
+        tile_gtab(p, rowid, act, na, MK_BM, gtab, tid, pt);
         vc_named_barrier(2, pt);
       }
       int it0, it1;
@@ -158,8 +122,7 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
         int32_t row[MK_BM / 16]; /* MK_BM / MR of them used */
 #pragma unroll
         for (int h = 0; h < MK_BM / MR; h++) {
-          const int m = m0 + MR * h;
-          row[h] = in_gtab ? gtab[a * GTAB_STRIDE(MK_BM) + m] : rowid[m] >= 0 ? p.tab[(int64_t)rowid[m] * p.K + col] : -1;
+          row[h] = gather_row(p, rowid, gtab, na, MK_BM, a, col, m0 + MR * h);
         }
         const int k = k0 + q * 8;
         const bool kin = k < p.c_red;
@@ -186,16 +149,17 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
       /* the producers' offset walk, from the same masks; with one mask word, this
        * warpgroup's 64 rows (one VC_ORDER_BLOCK) skip the offsets none of them meets */
       int na = 0;
-      for (int wd = 0; wd < words; wd++) na += __popc(mk_mask_word(p, w.m0, wd, -1));
-      const bool skips = words == 1 && p.blk_mask;
-      const uint32_t uni = skips ? mk_mask_word(p, w.m0, 0, -1) : 0u, live = skips ? mk_mask_word(p, w.m0, 0, cw) : 0u;
+      uint32_t uni = 0;
+      for (int wd = 0; wd * 32 < p.K; wd++) na += __popc(uni = tile_mask_word(p, w.m0, MK_BM, wd));
+      const bool skips = p.K <= 32 && p.blk_mask;
+      const uint32_t live = skips ? tile_mask_word(p, w.m0 + cw * VC_ORDER_BLOCK, VC_ORDER_BLOCK, 0) : 0u;
       int it0, it1;
       mk_range(p, w, na * nkc, &it0, &it1);
       float acc[128];
 #pragma unroll
       for (int i = 0; i < bn / 2; i++) acc[i] = 0.0f;
       hp_consume(acc, ring, pos, it1 - it0, st, MK_A_TILE, MK_B_TILE(bn), cw * 64 * 128, bn, dt,
-                 mode == MODE_FWD ? HP_KK : HP_KMN, uni, live, nkc, it0);
+                 mode == MODE_FWD ? HP_KK : HP_KMN, skips ? uni : 0u, live, nkc, it0);
 
       if (p.nsplit > 1) { /* the tile's last split to finish adds all partials, in split order */
         float *mine = part + ((w.tile * p.nsplit + w.split) * (bn / 2)) * 256 + ct;

@@ -37,7 +37,6 @@ enum { HP_KK, HP_KMN, HP_MNMN };
 typedef struct hp_ring {
   uint32_t a, b;         /* shared addresses of slot 0's A and B tiles */
   uint32_t full, empty;  /* slot 0's barriers; slot s's are 8 * s further */
-  uint8_t *base;         /* the ring as a pointer (epilogue staging) */
 } hp_ring;
 
 #ifdef VC_SM90A
@@ -45,9 +44,7 @@ typedef struct hp_ring {
  * `arrivals` arrivals, empty one per consumer warp); every thread of the CTA calls it. */
 __device__ static __forceinline__ hp_ring hp_ring_init(uint8_t *smem, int st, int a_tile, int b_tile, int arrivals) {
   hp_ring r;
-  const uint32_t base = vc_smem_addr(smem);
-  r.base = smem + (((base + 1023) & ~1023u) - base);
-  r.a = vc_smem_addr(r.base), r.b = r.a + st * a_tile;
+  r.a = (vc_smem_addr(smem) + 1023) & ~1023u, r.b = r.a + st * a_tile;
   r.full = r.b + st * b_tile, r.empty = r.full + 8 * st;
   if (threadIdx.x == 0) {
     for (int s = 0; s < st; s++) {
