@@ -135,11 +135,17 @@ static int cuda_algos(const vc_plan *p, const vc_conv_args *a, vc_pass pass, vc_
   return n;
 }
 
-/* Tensor cores through the fused kernels for 16-bit storage (masked on sm_90); cuBLAS for
- * f32 and tf32 until the fused kernels have a tf32 tensor-core path. */
+/* Tensor cores through the fused kernels for 16-bit storage (masked on sm_90), and for
+ * tf32's forward and dgrad on sm_90 where the channels suit the wgmma kernels (elsewhere
+ * masked would run the exact FFMA kernel); cuBLAS for exact f32 and the rest of tf32. */
 static vc_algo cuda_heuristic(const vc_plan *p, const vc_conv_args *a, vc_pass pass) {
-  if (a->dtype == VC_DTYPE_F32) return VC_ALGO_EXPLICIT;
-  return vc_cuda(p->ctx)->masked ? VC_ALGO_MASKED : VC_ALGO_IMPLICIT;
+  const bool masked = vc_cuda(p->ctx)->masked;
+  if (a->dtype == VC_DTYPE_F32)
+    return masked && a->math == VC_MATH_TF32 && pass != VC_PASS_BACKWARD_WEIGHT && a->in_channels % 8 == 0 &&
+                   a->out_channels % 8 == 0
+               ? VC_ALGO_MASKED
+               : VC_ALGO_EXPLICIT;
+  return masked ? VC_ALGO_MASKED : VC_ALGO_IMPLICIT;
 }
 
 /* The implicit wgrad adds split partials with atomics; masked's adds slices in a fixed order

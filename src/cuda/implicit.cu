@@ -9,7 +9,7 @@
  *             A = dy[pair_out]^T, B = x[pair_in]              (fp32 atomics across splits)
  * f16/bf16: mma.sync m16n8k16 fed by ldmatrix from a TC_STAGES-deep cp.async ring.
  * f32 (exact) and tf32: an FFMA tile kernel with the same index logic (tf32 computed in
- * full f32 precision for now). */
+ * full f32 precision; hopper/masked.cu has the tf32 tensor-core forward and dgrad). */
 #include "cuda_internal.h"
 #include "dtype.cuh"
 #include "implicit.cuh"
@@ -371,11 +371,13 @@ static size_t imp_layout(const vc_plan *p, const vc_conv_args *a, vc_pass pass, 
 
 extern "C" size_t vc_cuda_implicit_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass) {
   const size_t own = imp_layout(p, a, pass, NULL, NULL);
-  /* masked's forward and dgrad hold split partials where they split; its wgrad split slices */
-  const bool masked = a->algo == VC_ALGO_MASKED && a->dtype != VC_DTYPE_F32 && vc_cuda(p->ctx)->masked;
-  const size_t masked_ws = !masked                              ? 0
-                           : pass == VC_PASS_BACKWARD_WEIGHT ? vc_cuda_masked_wgrad_workspace(p, a)
-                                                             : vc_cuda_masked_workspace(p, a, pass);
+  /* masked's forward and dgrad hold split partials where they split (and tf32's dgrad its
+   * transposed weight); its 16-bit wgrad split slices */
+  const bool masked = a->algo == VC_ALGO_MASKED && vc_cuda(p->ctx)->masked;
+  const bool wgrad = pass == VC_PASS_BACKWARD_WEIGHT, tf32 = a->dtype == VC_DTYPE_F32 && a->math == VC_MATH_TF32;
+  const size_t masked_ws = !masked || (a->dtype == VC_DTYPE_F32 && (wgrad || !tf32)) ? 0
+                           : wgrad                                                    ? vc_cuda_masked_wgrad_workspace(p, a)
+                                                                                      : vc_cuda_masked_workspace(p, a, pass);
   return own > masked_ws ? own : masked_ws;
 }
 
@@ -413,12 +415,17 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
   /* the fast path: 16-byte copies and stores need 8-element channel counts and 16-byte
    * aligned operands and output; chunk indices of the gathered operand and the weight
    * must fit 32 bits */
-  const bool fast = tc && q.ci % 8 == 0 && q.co % 8 == 0 && aligned16(in0) && aligned16(in1) && aligned16(out0) &&
+  const bool shape16 = q.ci % 8 == 0 && q.co % 8 == 0 && aligned16(in0) && aligned16(in1) && aligned16(out0);
+  const bool fast = tc && shape16 &&
                     (p->n_in > p->n_out ? p->n_in : p->n_out) * (q.ci > q.co ? q.ci : q.co) / 8 < (int64_t)NONE &&
                     q.co * q.K * q.ci / 8 < (int64_t)NONE;
 
-  /* VC_ALGO_MASKED's Hopper kernels; where they do not apply it runs the ones below */
-  const bool use_masked = fast && vc_cuda(ctx)->masked && a->algo == VC_ALGO_MASKED;
+  /* VC_ALGO_MASKED's Hopper kernels (16-bit: every pass; tf32: forward, and dgrad with an
+   * aligned workspace for the transposed weight); where they do not apply it runs the ones
+   * below */
+  const bool tf32 = a->dtype == VC_DTYPE_F32 && a->math == VC_MATH_TF32 && shape16 && q.mode != MODE_WGRAD &&
+                    (q.mode == MODE_FWD || aligned16(ws));
+  const bool use_masked = (fast || tf32) && vc_cuda(ctx)->masked && a->algo == VC_ALGO_MASKED;
   if (q.mode == MODE_WGRAD && use_masked && aligned16(ws)) {
     return vc_cuda_masked_wgrad_run(ctx, p, a, q, out0, out1, ws, s);
   } else if (q.mode == MODE_WGRAD) {

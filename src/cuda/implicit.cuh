@@ -171,10 +171,11 @@ __device__ static __forceinline__ uint32_t pack2(const imp_args &p, int64_t n, f
 }
 
 /* hopper/masked.cu: VC_ALGO_MASKED forward and dgrad (warp-specialised wgmma + TMA) on
- * sm_90a devices (vc_cuda_state.masked) for 16-bit storage on the fast path (channel counts
- * multiple of 8; operands and output 16-byte aligned). The workspace holds split-reduction
- * partials where the call splits (small grids); a NULL or unaligned one runs unsplit. init
- * fetches the driver's tensor-map encoder. */
+ * sm_90a devices (vc_cuda_state.masked) for 16-bit storage and tf32 (q.dt VC_DTYPE_F32) on
+ * the fast path (channel counts multiple of 8; operands and output 16-byte aligned). The
+ * workspace holds split-reduction partials where the call splits (small grids); a NULL or
+ * unaligned one runs unsplit. A tf32 dgrad needs an aligned one: it holds the transposed
+ * weight. init fetches the driver's tensor-map encoder. */
 size_t vc_cuda_masked_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass);
 vc_status vc_cuda_masked_run(vc_context *ctx, const imp_args &q, void *ws, cudaStream_t s);
 vc_status vc_cuda_masked_init(vc_context *ctx);

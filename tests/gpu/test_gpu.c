@@ -719,8 +719,8 @@ static bool subm_setup(plan_pair *pp, conv_data *cd, vc_context *gctx, int64_t n
 
 /* The masked kernel's three tile widths, each forced through VOXCONV_MASKED_BN in a context
  * of its own, and two of them with forced reduction splits (VOXCONV_MASKED_SPLIT; 16 leaves
- * some splits without stages): all passes of a submanifold and a strided plan in f16 and
- * bf16, with enough rows and channels for several row and column tiles and reduction
+ * some splits without stages): all passes of a submanifold and a strided plan in f16, bf16
+ * and tf32, with enough rows and channels for several row and column tiles and reduction
  * tails; and bad values of both variables refused with their messages. */
 static void test_masked_tiles(void) {
   if (!g_has_masked) {
@@ -730,7 +730,9 @@ static void test_masked_tiles(void) {
   enum { NCFG = 5 };
   static const char *const cfg[NCFG][2] = {{"64", NULL}, {"128", NULL}, {"256", NULL}, {"64", "3"}, {"256", "16"}};
   static const int64_t ch[3][2] = {{264, 520}, {200, 136}, {64, 64}};
-  static const vc_dtype dtypes[2] = {VC_DTYPE_F16, VC_DTYPE_BF16};
+  /* f16, bf16, and f32 storage with tf32 math (forward and dgrad on wgmma; wgrad runs the
+   * implicit kernel) */
+  static const vc_dtype dtypes[3] = {VC_DTYPE_F16, VC_DTYPE_BF16, VC_DTYPE_F32};
   static const vc_conv_kind kinds[2] = {VC_CONV_SUBMANIFOLD, VC_CONV_SPARSE};
   static const char *const bad[4][3] = {{"VOXCONV_MASKED_BN", "96", "VOXCONV_MASKED_BN = \"96\"; use 64, 128 or 256"},
                                          {"VOXCONV_MASKED_SPLIT", "0", "VOXCONV_MASKED_SPLIT = \"0\"; use 1 to 16"},
@@ -766,7 +768,7 @@ static void test_masked_tiles(void) {
     for (int b = 0; b < NCFG; b++) built = pair_build(&pp[b], ctx[b], &d, coords, n) && built;
     /* one data set and reference per channel pair and dtype, run in every configuration */
     for (int c = 0; built && c < (g_small ? 1 : 3); c++)
-      for (int t = 0; t < 2; t++) {
+      for (int t = 0; t < 3; t++) {
         conv_data cd;
         data_make(&cd, pp[0].cpu, ch[c][0], ch[c][1], dtypes[t]);
         data_reference(&cd, pp[0].cpu, ALL_PASSES);
@@ -774,9 +776,10 @@ static void test_masked_tiles(void) {
           for (int pass = 0; pass < 3; pass++) {
             vc_conv_args a = cd.args;
             a.algo = VC_ALGO_MASKED;
+            if (a.dtype == VC_DTYPE_F32) a.math = VC_MATH_TF32;
             char what[256];
             snprintf(what, sizeof what, "%s %s ci=%lld co=%lld masked BN=%s split=%s %s", pp[b].what,
-                     vc_dtype_name(a.dtype), (long long)a.in_channels, (long long)a.out_channels, cfg[b][0],
+                     a.dtype == VC_DTYPE_F32 ? "f32+tf32" : vc_dtype_name(a.dtype), (long long)a.in_channels, (long long)a.out_channels, cfg[b][0],
                      cfg[b][1] ? cfg[b][1] : "auto", vc_pass_name(pass));
             run_checked(ctx[b], pp[b].gpu, &cd, &a, (vc_pass)pass, what);
           }

@@ -1,11 +1,11 @@
 /* masked.cu — VC_ALGO_MASKED: the masked implicit GEMM on Hopper (sm_90a) for forward and
- * dgrad in f16/bf16 on the fast path (channel counts multiple of 8, 16-byte aligned
- * operands and output); wgrad.cu is its weight gradient. Other shapes run the implicit
- * kernels.
+ * dgrad in f16, bf16 and tf32 (f32 storage, VC_MATH_TF32) on the fast path (channel counts
+ * multiple of 8, 16-byte aligned operands and output); wgrad.cu is its 16-bit weight
+ * gradient. Other shapes run the implicit kernels.
  *
  * A tile is 128 output rows (taken in the plan's Gray-code order) by BN output columns;
- * its reduction loops over the union of its rows' active offsets times the chunks of 64
- * channels: C[m, n] += sum_k A[nb[m, r], k] * B_r[n, k]. A work unit is a tile, or one of
+ * its reduction loops over the union of its rows' active offsets times the chunks of 128
+ * bytes of channels (64 16-bit values, 32 tf32): C[m, n] += sum_k A[nb[m, r], k] * B_r[n, k]. A work unit is a tile, or one of
  * nsplit contiguous ranges of its reduction stages where the grid would be too small.
  *
  * Persistent and warp-specialised (roles and stage ring in ring.cuh): one CTA a
@@ -15,7 +15,7 @@
  *     then gather the 128 A rows of a stage with cp.async into a 128-byte-swizzled K-major
  *     tile, and one of their threads has the TMA copy the stage's weight box (swizzled the
  *     same way by the copy engine; out-of-range rows and channels arrive as zeros);
- *   - two consumers each issue m64nBNk16 wgmma over 64 of the rows, with fp32
+ *   - two consumers each issue m64nBN wgmma (k16, or k8 in tf32) over 64 of the rows, with fp32
  *     accumulators, one group in flight; a consumer skips the stages of offsets that none
  *     of its 64 rows meets (their A rows are zeros).
  * The epilogue adds the bias, converts and stores from the accumulators while the ring
@@ -25,21 +25,34 @@
  * each output row belongs to one tile.
  *
  * dgrad is the same kernel on the reversed map. Its B_r[n = ci][k = co] is the weight as
- * stored, ci contiguous: an MN-major operand, copied as BN / 64 atoms of 64 ci x 64 co. */
+ * stored, ci contiguous: an MN-major operand, copied as BN / 64 atoms of 64 ci x 64 co. tf32
+ * wgmma takes K-major operands only, so a tf32 dgrad first transposes the weight into the
+ * workspace (w[co][K][ci] -> [ci][K][co], K x Ci x Co x 4 bytes) and then reads it like the
+ * forward; that copy rounds the weight to tf32. The gathered rows, and the forward's
+ * weight, reach the tensor cores as stored, which truncate them to tf32: about 7e-4
+ * relative error against 2.6e-4 for cuBLAS's rounded tf32 (bench/NOTES.md measures the
+ * alternatives: rounding the rows in shared memory cost 8-10 %, a rounded copy of a large
+ * forward weight more). */
 #include "../implicit.cuh"
 #include "../ptx/tma.cuh"
 #include "ring.cuh"
 
 #include <cudaTypedefs.h>
+#include <string.h>
 
 #define MK_BM 128
-#define MK_BK 64 /* one 128-byte swizzle row of 16-bit values */
-#define MK_A_TILE (MK_BM * MK_BK * 2)
-#define MK_B_TILE(bn) ((bn) * MK_BK * 2)
+#define MK_KB 128 /* bytes of reduction values a stage row holds: one 128-byte swizzle row */
+#define MK_A_TILE (MK_BM * MK_KB)
+#define MK_B_TILE(bn) ((bn) * MK_KB)
 #define MK_STAGES(bn) HP_STAGES(MK_A_TILE, MK_B_TILE(bn))
 #define MK_SMEM(bn) HP_SMEM(MK_A_TILE, MK_B_TILE(bn))
 #define MK_AUTO_SPLIT 8
 #define MK_MIN_SPLIT_STAGES 8 /* reduction stages a split has at least (of the K offsets) */
+
+/* Reduction values a stage row holds: 64 16-bit or 32 tf32 (dt VC_DTYPE_F32). */
+__host__ __device__ static inline int mk_bk(int dt) { return dt == VC_DTYPE_F32 ? MK_KB / 4 : MK_KB / 2; }
+/* B is K-major (one TMA box a stage) in the forward and in tf32's dgrad (transposed weight). */
+__host__ __device__ static inline bool mk_b_kmajor(int mode, int dt) { return mode == MODE_FWD || dt == VC_DTYPE_F32; }
 
 #ifdef VC_SM90A
 /* A work unit: one split of one tile (128 rows x bn columns). */
@@ -80,7 +93,9 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
   const hp_ring ring = hp_ring_init(mk_smem, st, MK_A_TILE, MK_B_TILE(bn), pt + 1);
   const uint32_t sA = ring.a, sB = ring.b, full = ring.full, empty = ring.empty;
   const int wg = hp_warpgroup();
-  const int nkc = (int)((p.c_red + MK_BK - 1) / MK_BK);
+  const int es = dt == VC_DTYPE_F32 ? 4 : 2, bk = mk_bk(dt); /* element bytes, values a stage row */
+  const bool b_kmajor = mk_b_kmajor(mode, dt);
+  const int nkc = (int)((p.c_red + bk - 1) / bk);
   const int64_t units = (p.rows + MK_BM - 1) / MK_BM * p.n_tiles * p.nsplit;
 
   if (wg < np) { /* ---- producers ---- */
@@ -91,7 +106,8 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
     const int MR = pt / 8; /* rows one pass of the producer threads covers */
     const int tid = threadIdx.x, q = tid & 7, m0 = tid >> 3;
     const uint32_t dst0 = sA + vc_sw128(m0, q);
-    const uint16_t *a_src = (const uint16_t *)p.a_src;
+    const char *a_src = (const char *)p.a_src;
+    const int64_t a_pitch = p.c_red * es; /* bytes of a gathered row */
     int s = 0, phase = 0, g = 0; /* slot, its phase, stages issued by this CTA */
     for (int64_t u = blockIdx.x; u < units; u += gridDim.x) {
       const mk_unit w = mk_unit_of(p, u, bn);
@@ -111,10 +127,10 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
       int a = it0 / nkc, kc = it0 % nkc;
       for (int it = it0; it < it1; it++, g++) {
         if (g >= st) vc_mbar_wait(empty + 8 * s, phase ^ 1);
-        const int col = act[a], rw = p.flip ? p.K - 1 - col : col, k0 = kc * MK_BK;
+        const int col = act[a], rw = p.flip ? p.K - 1 - col : col, k0 = kc * bk;
         if (tid == 0) {
           vc_mbar_arrive_expect_tx(full + 8 * s, MK_B_TILE(bn));
-          if (mode == MODE_FWD) vc_tma_load_3d(sB + s * MK_B_TILE(bn), bmap, k0, rw, (int)w.n0, full + 8 * s);
+          if (b_kmajor) vc_tma_load_3d(sB + s * MK_B_TILE(bn), bmap, k0, rw, (int)w.n0, full + 8 * s);
           else
             for (int x = 0; x < bn / 64; x++) /* atom x: ci n0 + 64 x.., co k0.. */
               vc_tma_load_3d(sB + s * MK_B_TILE(bn) + x * HP_ATOM, bmap, (int)w.n0 + 64 * x, rw, k0, full + 8 * s);
@@ -124,15 +140,15 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
         for (int h = 0; h < MK_BM / MR; h++) {
           row[h] = gather_row(p, rowid, gtab, na, MK_BM, a, col, m0 + MR * h);
         }
-        const int k = k0 + q * 8;
+        const int k = k0 + q * (16 / es);
         const bool kin = k < p.c_red;
-        const uint16_t *src_k = a_src + k;
+        const char *src_k = a_src + (int64_t)k * es;
         const uint32_t dst = dst0 + s * MK_A_TILE;
 #pragma unroll
         for (int h = 0; h < MK_BM / MR; h++) {
           const bool ok = kin && row[h] >= 0;
           asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst + 128 * MR * h),
-                       "l"(ok ? src_k + (int64_t)row[h] * p.c_red : a_src), "r"(ok ? 16 : 0));
+                       "l"(ok ? src_k + row[h] * a_pitch : a_src), "r"(ok ? 16 : 0));
         }
         vc_mbar_arrive_cp_async(full + 8 * s);
         if (++kc == nkc) kc = 0, a++;
@@ -159,7 +175,7 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
 #pragma unroll
       for (int i = 0; i < bn / 2; i++) acc[i] = 0.0f;
       hp_consume(acc, ring, pos, it1 - it0, st, MK_A_TILE, MK_B_TILE(bn), cw * 64 * 128, bn, dt,
-                 mode == MODE_FWD ? HP_KK : HP_KMN, skips ? uni : 0u, live, nkc, it0);
+                 b_kmajor ? HP_KK : HP_KMN, skips ? uni : 0u, live, nkc, it0);
 
       if (p.nsplit > 1) { /* the tile's last split to finish adds all partials, in split order */
         float *mine = part + ((w.tile * p.nsplit + w.split) * (bn / 2)) * 256 + ct;
@@ -191,10 +207,16 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
         const int64_t n = w.n0 + 8 * j + 2 * (lane & 3);
         if (n < p.n_cols) /* n_cols % 8 == 0 on the fast path */
 #pragma unroll
-          for (int h = 0; h < 2; h++)
-            if (orow[h] >= 0)
-              *(uint32_t *)((uint16_t *)p.out + (int64_t)orow[h] * p.n_cols + n) =
-                  pack2(p, n, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+          for (int h = 0; h < 2; h++) {
+            const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+            if (orow[h] < 0) continue;
+            if (dt == VC_DTYPE_F32) {
+              const float b0 = p.bias ? ((const float *)p.bias)[n] : 0.0f, b1 = p.bias ? ((const float *)p.bias)[n + 1] : 0.0f;
+              *(float2 *)((float *)p.out + (int64_t)orow[h] * p.n_cols + n) = make_float2(v0 + b0, v1 + b1);
+            } else {
+              *(uint32_t *)((uint16_t *)p.out + (int64_t)orow[h] * p.n_cols + n) = pack2(p, n, v0, v1);
+            }
+          }
       }
     }
   }
@@ -208,22 +230,26 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
       name(const imp_args p, const __grid_constant__ CUtensorMap bmap, float *part, int *cnt) {             \
     mk_body(p, &bmap, part, cnt, mode, dt, bn, HP_NP(bn));                                                 \
   }
-#define MK_KERNELS(bn)                                        \
-  MK_KERNEL(k_mk_fwd_f16_##bn, MODE_FWD, VC_DTYPE_F16, bn)    \
-  MK_KERNEL(k_mk_fwd_bf16_##bn, MODE_FWD, VC_DTYPE_BF16, bn)  \
-  MK_KERNEL(k_mk_dgrad_f16_##bn, MODE_DGRAD, VC_DTYPE_F16, bn) \
-  MK_KERNEL(k_mk_dgrad_bf16_##bn, MODE_DGRAD, VC_DTYPE_BF16, bn)
+#define MK_KERNELS(bn)                                          \
+  MK_KERNEL(k_mk_fwd_f16_##bn, MODE_FWD, VC_DTYPE_F16, bn)      \
+  MK_KERNEL(k_mk_fwd_bf16_##bn, MODE_FWD, VC_DTYPE_BF16, bn)    \
+  MK_KERNEL(k_mk_fwd_tf32_##bn, MODE_FWD, VC_DTYPE_F32, bn)     \
+  MK_KERNEL(k_mk_dgrad_f16_##bn, MODE_DGRAD, VC_DTYPE_F16, bn)  \
+  MK_KERNEL(k_mk_dgrad_bf16_##bn, MODE_DGRAD, VC_DTYPE_BF16, bn) \
+  MK_KERNEL(k_mk_dgrad_tf32_##bn, MODE_DGRAD, VC_DTYPE_F32, bn)
 MK_KERNELS(64)
 MK_KERNELS(128)
 MK_KERNELS(256)
 
 typedef void (*mk_kernel)(const imp_args, const CUtensorMap, float *, int *);
-/* The tile table: [variant][dgrad][bf16], variant i has BN = mk_bn[i]. */
+/* The tile table: [variant][dgrad][f16, bf16, tf32], variant i has BN = mk_bn[i]. */
 static const int mk_bn[3] = {64, 128, 256};
-static const mk_kernel mk_kernels[3][2][2] = {
-    {{k_mk_fwd_f16_64, k_mk_fwd_bf16_64}, {k_mk_dgrad_f16_64, k_mk_dgrad_bf16_64}},
-    {{k_mk_fwd_f16_128, k_mk_fwd_bf16_128}, {k_mk_dgrad_f16_128, k_mk_dgrad_bf16_128}},
-    {{k_mk_fwd_f16_256, k_mk_fwd_bf16_256}, {k_mk_dgrad_f16_256, k_mk_dgrad_bf16_256}}};
+#define MK_ROW(bn)                                                        \
+  {{k_mk_fwd_f16_##bn, k_mk_fwd_bf16_##bn, k_mk_fwd_tf32_##bn},           \
+   {k_mk_dgrad_f16_##bn, k_mk_dgrad_bf16_##bn, k_mk_dgrad_tf32_##bn}}
+static const mk_kernel mk_kernels[3][2][3] = {MK_ROW(64), MK_ROW(128), MK_ROW(256)};
+#undef MK_ROW
+static int mk_dt_index(int dt) { return dt == VC_DTYPE_F16 ? 0 : dt == VC_DTYPE_BF16 ? 1 : 2; }
 
 /* The shape of one call: tile width and splits of the reduction. The widest tile the
  * columns need (it reads the fewest bytes per product), or VOXCONV_MASKED_BN's. Splits
@@ -238,7 +264,8 @@ typedef struct mk_shape {
   int64_t tiles;
 } mk_shape;
 
-static mk_shape mk_shape_of(const vc_cuda_state *cs, int64_t rows, int64_t n_cols, int64_t c_red, int K, bool can_split) {
+static mk_shape mk_shape_of(const vc_cuda_state *cs, int64_t rows, int64_t n_cols, int64_t c_red, int K, int dt,
+                            bool can_split) {
   mk_shape sh;
   sh.v = n_cols > 128 ? 2 : n_cols > 64 ? 1 : 0;
   for (int v = 0; v < 3; v++)
@@ -249,7 +276,7 @@ static mk_shape mk_shape_of(const vc_cuda_state *cs, int64_t rows, int64_t n_col
   if (can_split && cs->masked_split) {
     sh.nsplit = cs->masked_split;
   } else if (can_split && tiles > 0) {
-    const int64_t stages = K * ((c_red + MK_BK - 1) / MK_BK);
+    const int64_t stages = K * ((c_red + mk_bk(dt) - 1) / mk_bk(dt));
     int64_t s = cs->n_sm / tiles;
     if (s > MK_AUTO_SPLIT) s = MK_AUTO_SPLIT;
     if (s > stages / MK_MIN_SPLIT_STAGES) s = stages / MK_MIN_SPLIT_STAGES;
@@ -261,56 +288,100 @@ static mk_shape mk_shape_of(const vc_cuda_state *cs, int64_t rows, int64_t n_col
   return sh;
 }
 
-/* Partials [tile][split][bn / 2][256] in fp32, then one arrival counter per tile. */
+/* Workspace: tf32 dgrad's transposed weight, then partials [tile][split][bn / 2][256] in
+ * fp32, then one arrival counter per tile. */
+static size_t mk_weight_bytes(const imp_args &q) {
+  return q.mode == MODE_DGRAD && q.dt == VC_DTYPE_F32 ? (size_t)vc_round_up(q.co * q.K * q.ci * 4, 256) : 0;
+}
 static size_t mk_partials_bytes(const mk_shape &sh) {
   return (size_t)vc_round_up(sh.tiles * sh.nsplit * MK_BM * mk_bn[sh.v] * 4, 256);
 }
-static size_t mk_ws_bytes(const mk_shape &sh) {
+static size_t mk_split_bytes(const mk_shape &sh) {
   return sh.nsplit > 1 ? mk_partials_bytes(sh) + (size_t)sh.tiles * 4 : 0;
 }
 
-/* B's tensor map: the weight w[co][K][ci] as dims {ci, K, co}. Forward's box {64, 1, bn}
- * lands as bn K-major rows of 64 ci; dgrad's box {64, 1, 64} as one MN-major atom, 64 co
- * rows of 64 ci. Both 128-byte swizzled. */
-static vc_status mk_tensor_map(vc_context *ctx, const imp_args &q, int bn, CUtensorMap *map) {
+/* B's tensor map. K-major (forward: the weight w[co][K][ci] as dims {ci, K, co}; tf32 dgrad:
+ * its transpose [ci][K][co] as {co, K, ci}): box {bk, 1, bn} lands as bn rows of 128 bytes
+ * of reduction values. 16-bit dgrad: w as {ci, K, co}, box {64, 1, 64} lands as one
+ * MN-major atom, 64 co rows of 64 ci. All 128-byte swizzled. */
+static vc_status mk_tensor_map(vc_context *ctx, const imp_args &q, const void *w, int bn, CUtensorMap *map) {
   vc_cuda_state *st = vc_cuda(ctx);
-  const cuuint64_t dims[3] = {(cuuint64_t)q.ci, (cuuint64_t)q.K, (cuuint64_t)q.co};
-  const cuuint64_t strides[2] = {dims[0] * 2, dims[0] * dims[1] * 2};
-  const cuuint32_t box[3] = {MK_BK, 1, q.mode == MODE_FWD ? (cuuint32_t)bn : 64u};
+  const bool km = mk_b_kmajor(q.mode, q.dt);
+  const cuuint64_t es = q.dt == VC_DTYPE_F32 ? 4 : 2;
+  const cuuint64_t dims[3] = {(cuuint64_t)(km ? q.c_red : q.n_cols), (cuuint64_t)q.K,
+                              (cuuint64_t)(km ? q.n_cols : q.c_red)};
+  const cuuint64_t strides[2] = {dims[0] * es, dims[0] * dims[1] * es};
+  const cuuint32_t box[3] = {(cuuint32_t)mk_bk(q.dt), 1, km ? (cuuint32_t)bn : 64u};
   const cuuint32_t elem[3] = {1, 1, 1};
   const CUresult r = ((PFN_cuTensorMapEncodeTiled_v12000)st->encode_tiled)(
-      map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 3, (void *)q.w, dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
-      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+      map, es == 4 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_UINT16, 3, (void *)w, dims, strides,
+      box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     return vc_fail(ctx, VC_ERR_DEVICE, "voxconv: cuTensorMapEncodeTiled failed (CUresult %d)", (int)r);
   return VC_OK;
 }
 
-size_t vc_cuda_masked_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass) {
+/* tf32 dgrad's K-major weight: wt[ci][r][co] = w[co][r][ci] rounded to tf32, through 32 x 32
+ * shared tiles. */
+__global__ static void k_mk_tf32_weight(const float *w, float *wt, int64_t co, int K, int64_t ci) {
+  __shared__ float t[32][33];
+  const int r = blockIdx.z;
+  const int64_t c0 = (int64_t)blockIdx.x * 32, o0 = (int64_t)blockIdx.y * 32;
+  for (int i = threadIdx.y; i < 32; i += 8)
+    if (o0 + i < co && c0 + threadIdx.x < ci) {
+      uint32_t v;
+      asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(v) : "f"(w[((o0 + i) * K + r) * ci + c0 + threadIdx.x]));
+      t[i][threadIdx.x] = __uint_as_float(v);
+    }
+  __syncthreads();
+  for (int i = threadIdx.y; i < 32; i += 8)
+    if (c0 + i < ci && o0 + threadIdx.x < co) wt[((c0 + i) * K + r) * co + o0 + threadIdx.x] = t[threadIdx.x][i];
+}
+
+/* The pass's imp_args as vc_cuda_implicit_run fills them, enough for the sizes here. */
+static imp_args mk_args_of(const vc_plan *p, const vc_conv_args *a, vc_pass pass) {
+  imp_args q;
+  memset(&q, 0, sizeof q);
   const bool fwd = pass == VC_PASS_FORWARD;
-  const int64_t ci = a->in_channels, co = a->out_channels;
-  return mk_ws_bytes(mk_shape_of(vc_cuda(p->ctx), fwd ? p->n_out : p->n_in, fwd ? co : ci, fwd ? ci : co, p->kvol, true));
+  q.mode = fwd ? MODE_FWD : MODE_DGRAD, q.dt = a->dtype, q.K = p->kvol, q.ci = a->in_channels, q.co = a->out_channels;
+  q.rows = fwd ? p->n_out : p->n_in, q.n_cols = fwd ? q.co : q.ci, q.c_red = fwd ? q.ci : q.co;
+  return q;
+}
+
+size_t vc_cuda_masked_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass) {
+  const imp_args q = mk_args_of(p, a, pass);
+  return mk_weight_bytes(q) + mk_split_bytes(mk_shape_of(vc_cuda(p->ctx), q.rows, q.n_cols, q.c_red, q.K, q.dt, true));
 }
 
 vc_status vc_cuda_masked_run(vc_context *ctx, const imp_args &args, void *ws, cudaStream_t s) {
   imp_args q = args;
   const vc_cuda_state *cs = vc_cuda(ctx);
-  const mk_shape sh = mk_shape_of(cs, q.rows, q.n_cols, q.c_red, q.K, ws && ((uintptr_t)ws & 15) == 0);
+  const bool ws_ok = ws && ((uintptr_t)ws & 15) == 0;
+  const size_t wt_bytes = mk_weight_bytes(q);
+  if (wt_bytes && !ws_ok) return vc_fail(ctx, VC_ERR_INTERNAL, "voxconv: tf32 masked dgrad without an aligned workspace");
+  const mk_shape sh = mk_shape_of(cs, q.rows, q.n_cols, q.c_red, q.K, q.dt, ws_ok);
   const int bn = mk_bn[sh.v];
+  const void *w = q.w;
+  if (wt_bytes) {
+    const dim3 grid((unsigned)((q.ci + 31) / 32), (unsigned)((q.co + 31) / 32), (unsigned)q.K);
+    k_mk_tf32_weight<<<grid, dim3(32, 8), 0, s>>>((const float *)q.w, (float *)ws, q.co, q.K, q.ci);
+    w = ws;
+  }
   CUtensorMap map;
-  vc_status e = mk_tensor_map(ctx, q, bn, &map);
+  vc_status e = mk_tensor_map(ctx, q, w, bn, &map);
   if (e != VC_OK) return e;
   q.n_tiles = (q.n_cols + bn - 1) / bn;
   q.nsplit = sh.nsplit;
   float *part = NULL;
   int *cnt = NULL;
   if (sh.nsplit > 1) {
-    part = (float *)ws, cnt = (int *)((char *)ws + mk_partials_bytes(sh));
+    part = (float *)((char *)ws + wt_bytes), cnt = (int *)((char *)part + mk_partials_bytes(sh));
     VC_CUDA_TRY(ctx, cudaMemsetAsync(cnt, 0, (size_t)sh.tiles * 4, s));
   }
   /* persistent: one CTA a multiprocessor walks units blockIdx.x, + gridDim.x, ... */
   const int64_t units = sh.tiles * sh.nsplit, grid = units < cs->n_sm ? units : cs->n_sm;
-  mk_kernels[sh.v][q.mode == MODE_DGRAD][q.dt == VC_DTYPE_BF16]<<<(unsigned)grid, HP_THREADS(HP_NP(bn)), MK_SMEM(bn), s>>>(
+  mk_kernels[sh.v][q.mode == MODE_DGRAD][mk_dt_index(q.dt)]<<<(unsigned)grid, HP_THREADS(HP_NP(bn)), MK_SMEM(bn), s>>>(
       q, map, part, cnt);
   VC_CUDA_TRY(ctx, cudaGetLastError());
   return VC_OK;
@@ -324,7 +395,7 @@ vc_status vc_cuda_masked_init(vc_context *ctx) {
     return vc_fail(ctx, VC_ERR_DEVICE, "vc_context_create: the driver has no cuTensorMapEncodeTiled");
   for (int v = 0; v < 3; v++)
     for (int m = 0; m < 2; m++)
-      for (int d = 0; d < 2; d++)
+      for (int d = 0; d < 3; d++)
         VC_CUDA_TRY(ctx, cudaFuncSetAttribute(mk_kernels[v][m][d], cudaFuncAttributeMaxDynamicSharedMemorySize,
                                               MK_SMEM(mk_bn[v])));
   return VC_OK;

@@ -3,8 +3,8 @@
  * its full/empty mbarriers, and the consumers' main loop of wgmma steps.
  *
  * A CTA has np producer warpgroups (warpgroups 0..np-1) and two consumer warpgroups. A
- * stage is an A tile (the consumers' 2 x 64 rows, 64 reduction values deep) and a B tile
- * (bn columns), both 128-byte swizzled, in a 192 KB ring. Slot s's `full` barrier completes
+ * stage is an A tile (the consumers' 2 x 64 rows, 128 bytes of reduction values deep: 64
+ * 16-bit or 32 tf32) and a B tile (bn columns), both 128-byte swizzled, in a 192 KB ring. Slot s's `full` barrier completes
  * when the producers' copies of the stage have landed; its `empty` barrier when the 8
  * consumer warps have retired the wgmma that read it. */
 #ifndef VC_CUDA_HOPPER_RING_CUH
@@ -70,11 +70,13 @@ __device__ static __forceinline__ void hp_consumer_regs(int np) {
   else VC_SETMAXNREG_INC(192);
 }
 
-/* One k16 step; bn, dt and layout are compile-time constants in every kernel, so this is
- * one instruction. */
+/* One 32-byte K step (k16 of f16/bf16, k8 of tf32: dt VC_DTYPE_F32, K-major operands
+ * only); bn, dt and layout are compile-time constants in every kernel, so this is one
+ * instruction. */
 __device__ static __forceinline__ void hp_mma(float *acc, int bn, int dt, int layout, uint64_t da, uint64_t db) {
 #define HP_MMA_N(n)                                                                                               \
-  if (layout == HP_KK) dt == VC_DTYPE_BF16 ? vc_wgmma_n##n##_bf16_kk(acc, da, db) : vc_wgmma_n##n##_f16_kk(acc, da, db); \
+  if (dt == VC_DTYPE_F32) vc_wgmma_n##n##_tf32_kk(acc, da, db);                                                  \
+  else if (layout == HP_KK) dt == VC_DTYPE_BF16 ? vc_wgmma_n##n##_bf16_kk(acc, da, db) : vc_wgmma_n##n##_f16_kk(acc, da, db); \
   else if (layout == HP_KMN)                                                                                     \
     dt == VC_DTYPE_BF16 ? vc_wgmma_n##n##_bf16_kmn(acc, da, db) : vc_wgmma_n##n##_f16_kmn(acc, da, db);          \
   else dt == VC_DTYPE_BF16 ? vc_wgmma_n##n##_bf16_mnmn(acc, da, db) : vc_wgmma_n##n##_f16_mnmn(acc, da, db);
