@@ -275,18 +275,29 @@ VC_API vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, cons
  *  2. VOXCONV_DETERMINISTIC (any value but "" and "0") restricts steps 3 and 4 to
  *     algorithms without atomics (a forced algorithm of step 1 runs as forced);
  *  3. the tune cache: winners recorded by vc_conv_tune, kept in memory per context and in
- *     the text file $VOXCONV_CACHE_DIR/tune-v1.txt (default ~/.cache/voxconv/; read by
+ *     the text file $VOXCONV_CACHE_DIR/tune-v2.txt (default ~/.cache/voxconv/; read by
  *     vc_context_create), keyed by
  *     (backend, device name, pass, ceil(log2 pairs), Ci, Co, kernel volume, dtype, math);
  *     the device name carries VOXCONV_WGMMA=0, VOXCONV_MASKED_BN and VOXCONV_MASKED_SPLIT
- *     when set, so such contexts keep entries apart from normal ones;
- *  4. otherwise a fixed heuristic.
+ *     when set, so such contexts keep entries apart from normal ones. A line is
+ *     "key algo[/variant]": the variant is the algorithm's shape the tuner picked (masked
+ *     forward and dgrad: "bn128.split2", tile width and reduction splits); lines that do
+ *     not parse are skipped;
+ *  4. the shipped table: the same entries, measured for the suites of bench/ on the GPUs
+ *     it names (an H100 SXM), so a first run there does not pay the tuning; the cache
+ *     file overrides them;
+ *  5. otherwise a fixed heuristic.
  * Execute calls never tune (tuning synchronises); call vc_conv_tune once per layer shape.
- * VC_ALGO_MASKED (offered on sm_90 devices, and AUTO's heuristic there for 16-bit storage)
- * runs all three passes on warp-specialised wgmma kernels when the storage is f16 or bf16,
- * the channel counts are multiples of 8, the operands and output (and wgrad's workspace)
- * are 16-byte aligned and row x channel chunk indices fit 32 bits; otherwise it runs
- * VC_ALGO_IMPLICIT's kernels. Where a forward or backward-data call has too few output
+ * VC_ALGO_MASKED (offered on sm_90 devices, and AUTO's heuristic there for 16-bit storage,
+ * and for tf32 forward and backward-data) runs all three passes on warp-specialised wgmma
+ * kernels when the storage is f16 or bf16, the channel counts are multiples of 8, the
+ * operands and output (and wgrad's workspace) are 16-byte aligned and row x channel chunk
+ * indices fit 32 bits; otherwise it runs VC_ALGO_IMPLICIT's kernels. With f32 storage and
+ * VC_MATH_TF32 it runs forward and backward-data on tf32 wgmma under the same conditions
+ * (backward-data also needs an aligned workspace: it holds the weight transposed, K x Ci x
+ * Co x 4 bytes); the tensor cores truncate the features (and the forward's weight) to tf32,
+ * about 7e-4 relative error where cuBLAS's rounding gives about 3e-4. Its backward-weight
+ * in f32 is VC_ALGO_IMPLICIT's exact FFMA kernel. Where a forward or backward-data call has too few output
  * tiles to fill the device, it splits the reduction and its workspace holds the fp32
  * partials (vc_conv_workspace_size says how much; a workspace that is not 16-byte aligned
  * runs the call unsplit). Its results are repeatable bit for bit (split partials are added
@@ -302,9 +313,10 @@ VC_API vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, cons
  * Errors: VC_ERR_INVALID_ARGUMENT, VC_ERR_UNSUPPORTED (forced algo not in this backend). */
 VC_API vc_status vc_conv_algo_for(const vc_plan *p, const vc_conv_args *a, vc_pass pass, vc_algo *algo);
 
-/* Times the backend's tuning candidates for `pass` (CUDA: masked on sm_90, implicit and explicit; the
- * reference is never one) on random data of the plan's shape, records the fastest in the
- * tune cache (memory and file) and returns it in *best (may be NULL). Unlike execute calls
+/* Times the backend's tuning candidates for `pass` (CUDA: masked on sm_90, each of its tile
+ * shapes for forward and backward-data, implicit and explicit; the reference is never one)
+ * on random data of the plan's shape, records the fastest (with its shape) in the tune
+ * cache (memory and file) and returns its algorithm in *best (may be NULL). Unlike execute calls
  * it allocates temporary buffers and synchronises `stream`.
  * With VOXCONV_DETERMINISTIC=1 only atomic-free candidates run; if that left any out, the
  * winner is kept in this context's memory only, not written to the file that every

@@ -3,9 +3,9 @@
 #include "vc_test.h"
 
 extern const vc_test_case vc_tests_kmap[], vc_tests_conv[], vc_tests_grad[], vc_tests_errors[],
-    vc_tests_misc[], vc_tests_ply[];
+    vc_tests_misc[], vc_tests_ply[], vc_tests_tune[];
 static const vc_test_case *const suites[] = {vc_tests_misc, vc_tests_kmap, vc_tests_conv, vc_tests_grad,
-                                             vc_tests_errors, vc_tests_ply};
+                                             vc_tests_errors, vc_tests_ply, vc_tests_tune};
 
 int main(int argc, char **argv) {
   vc_test_runner r = {.seed = vc_test_seed_from_env(), .filter = argc > 1 ? argv[1] : NULL, .name_width = 44};

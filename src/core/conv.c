@@ -51,11 +51,13 @@ vc_status vc_conv_workspace_size(const vc_plan *p, const vc_conv_args *args, vc_
   if (!bytes) return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "vc_conv_workspace_size: bytes is NULL");
   *bytes = 0;
   vc_conv_args a;
+  vc_choice c;
   vc_status s = vc_check_pass(ctx, "vc_conv_workspace_size", pass);
   if (s == VC_OK) s = vc_args_check(ctx, "vc_conv_workspace_size", args, &a);
-  if (s == VC_OK) s = vc_resolve_algo(ctx, p, &a, pass, &a.algo);
+  if (s == VC_OK) s = vc_resolve_algo(ctx, p, &a, pass, &c);
   if (s != VC_OK) return s;
-  return ctx->backend->workspace_size(p, &a, pass, bytes);
+  a.algo = c.algo;
+  return ctx->backend->workspace_size(p, &a, pass, c.variant, bytes);
 }
 
 typedef struct tensor_ref {
@@ -90,14 +92,18 @@ static int pass_tensors(const vc_plan *p, const vc_conv_args *a, vc_pass pass, c
   }
 }
 
-/* Common checks of one execute call: context, plan, args, pointers, aliasing, workspace. */
+/* Common checks of one execute call: context, plan, args, pointers, aliasing, workspace;
+ * a->algo and *variant are the resolved choice. */
 static vc_status call_validate(vc_context *ctx, const vc_plan *p, const vc_conv_args *args, vc_pass pass,
-                               vc_conv_args *a, const void *const ptr[4], const void *ws, size_t ws_bytes) {
+                               vc_conv_args *a, int *variant, const void *const ptr[4], const void *ws,
+                               size_t ws_bytes) {
   const char *fn = pass_fn[pass];
+  vc_choice c;
   vc_status s = vc_check_ctx_plan(ctx, fn, p);
   if (s == VC_OK) s = vc_args_check(ctx, fn, args, a);
-  if (s == VC_OK) s = vc_resolve_algo(ctx, p, a, pass, &a->algo);
+  if (s == VC_OK) s = vc_resolve_algo(ctx, p, a, pass, &c);
   if (s != VC_OK) return s;
+  a->algo = c.algo, *variant = c.variant;
   tensor_ref t[4];
   int n_outputs, nt = pass_tensors(p, a, pass, ptr, t, &n_outputs);
   size_t esz = vc_dtype_size(a->dtype);
@@ -116,7 +122,7 @@ static vc_status call_validate(vc_context *ctx, const vc_plan *p, const vc_conv_
     }
   }
   size_t need = 0;
-  s = ctx->backend->workspace_size(p, a, pass, &need);
+  s = ctx->backend->workspace_size(p, a, pass, *variant, &need);
   if (s != VC_OK) return s;
   if (ws_bytes < need)
     return vc_fail(ctx, VC_ERR_OUT_OF_MEMORY,
@@ -130,26 +136,29 @@ static vc_status call_validate(vc_context *ctx, const vc_plan *p, const vc_conv_
 vc_status vc_conv_forward(vc_context *ctx, const vc_plan *p, const vc_conv_args *args, const void *x,
                           const void *w, const void *bias, void *y, void *ws, size_t ws_bytes, void *stream) {
   vc_conv_args a;
+  int variant;
   const void *ptr[4] = {x, w, bias, y};
-  vc_status s = call_validate(ctx, p, args, VC_PASS_FORWARD, &a, ptr, ws, ws_bytes);
+  vc_status s = call_validate(ctx, p, args, VC_PASS_FORWARD, &a, &variant, ptr, ws, ws_bytes);
   if (s != VC_OK) return s;
-  return ctx->backend->forward(ctx, p, &a, x, w, bias, y, ws, ws_bytes, stream);
+  return ctx->backend->forward(ctx, p, &a, variant, x, w, bias, y, ws, ws_bytes, stream);
 }
 
 vc_status vc_conv_backward_data(vc_context *ctx, const vc_plan *p, const vc_conv_args *args, const void *dy,
                                 const void *w, void *dx, void *ws, size_t ws_bytes, void *stream) {
   vc_conv_args a;
+  int variant;
   const void *ptr[4] = {dy, w, dx, NULL};
-  vc_status s = call_validate(ctx, p, args, VC_PASS_BACKWARD_DATA, &a, ptr, ws, ws_bytes);
+  vc_status s = call_validate(ctx, p, args, VC_PASS_BACKWARD_DATA, &a, &variant, ptr, ws, ws_bytes);
   if (s != VC_OK) return s;
-  return ctx->backend->backward_data(ctx, p, &a, dy, w, dx, ws, ws_bytes, stream);
+  return ctx->backend->backward_data(ctx, p, &a, variant, dy, w, dx, ws, ws_bytes, stream);
 }
 
 vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, const vc_conv_args *args, const void *x,
                                   const void *dy, void *dw, void *db, void *ws, size_t ws_bytes, void *stream) {
   vc_conv_args a;
+  int variant;
   const void *ptr[4] = {x, dy, dw, db};
-  vc_status s = call_validate(ctx, p, args, VC_PASS_BACKWARD_WEIGHT, &a, ptr, ws, ws_bytes);
+  vc_status s = call_validate(ctx, p, args, VC_PASS_BACKWARD_WEIGHT, &a, &variant, ptr, ws, ws_bytes);
   if (s != VC_OK) return s;
-  return ctx->backend->backward_weight(ctx, p, &a, x, dy, dw, db, ws, ws_bytes, stream);
+  return ctx->backend->backward_weight(ctx, p, &a, variant, x, dy, dw, db, ws, ws_bytes, stream);
 }

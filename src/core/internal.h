@@ -116,11 +116,20 @@ VC_HD static inline bool vc_geom_pair(const vc_geom *g, bool scale, const int32_
 
 typedef struct vc_backend vc_backend;
 
+/* A resolved algorithm: one the backend runs (never VC_ALGO_AUTO) and the backend's variant
+ * of it, e.g. a tile shape of the CUDA masked kernels; variant 0 lets the backend choose per
+ * call. */
+typedef struct vc_choice {
+  vc_algo algo;
+  int variant;
+} vc_choice;
+
 typedef struct vc_tune_entry {
   char key[192];
-  vc_algo algo;      /* what VC_ALGO_AUTO runs in this context */
-  vc_algo file_algo; /* what the cache file gets (VC_ALGO_AUTO: nothing); differs after a
-                      * choice a normal context must not read back (vc_conv_tune) */
+  vc_choice pick;      /* what VC_ALGO_AUTO runs in this context */
+  vc_choice file_pick; /* what the cache file gets (algo VC_ALGO_AUTO: nothing); differs for
+                        * the shipped table's entries and after a choice a normal context
+                        * must not read back (vc_conv_tune) */
 } vc_tune_entry;
 
 struct vc_context {
@@ -173,15 +182,17 @@ struct vc_backend {
   /* Copies `bytes` of plan memory to caller memory of the same device. */
   vc_status (*copy_out)(const vc_plan *p, void *dst, const void *src, size_t bytes,
                         void *stream);
-  vc_status (*workspace_size)(const vc_plan *p, const vc_conv_args *a, vc_pass pass,
+  /* The execute functions and the workspace size receive a resolved a->algo and its
+   * `variant` (see vc_choice). */
+  vc_status (*workspace_size)(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int variant,
                               size_t *bytes);
-  vc_status (*forward)(vc_context *ctx, const vc_plan *p, const vc_conv_args *a,
+  vc_status (*forward)(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, int variant,
                        const void *x, const void *w, const void *bias, void *y,
                        void *ws, size_t ws_bytes, void *stream);
-  vc_status (*backward_data)(vc_context *ctx, const vc_plan *p, const vc_conv_args *a,
+  vc_status (*backward_data)(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, int variant,
                              const void *dy, const void *w, void *dx, void *ws,
                              size_t ws_bytes, void *stream);
-  vc_status (*backward_weight)(vc_context *ctx, const vc_plan *p, const vc_conv_args *a,
+  vc_status (*backward_weight)(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, int variant,
                                const void *x, const void *dy, void *dw, void *db, void *ws,
                                size_t ws_bytes, void *stream);
   /* Algorithm choice (tune.c). Every function below receives a resolved a->algo where it
@@ -190,10 +201,18 @@ struct vc_backend {
   int (*algos)(const vc_plan *p, const vc_conv_args *a, vc_pass pass, vc_algo out[8], int *n_tunable);
   vc_algo (*heuristic)(const vc_plan *p, const vc_conv_args *a, vc_pass pass);
   bool (*deterministic)(vc_algo algo, vc_pass pass);
-  /* Milliseconds of one pass with a->algo on random data, the median of 5 runs after a
-   * warm-up (allocates, synchronises). NULL when `algos` never lists two tunable
+  /* The tuner's variants of a->algo for this pass (at most VC_VARIANTS_MAX, none 0); 0 when
+   * the algorithm has none to choose among here (it then runs as variant 0). NULL: none
+   * anywhere. */
+  int (*variants)(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int out[]);
+  /* A variant's name in the cache file ("bn128.split2": letters, digits and dots), and back
+   * (-1 for a name that is no variant). NULL when `variants` is. */
+  void (*variant_name)(int variant, char buf[32]);
+  int (*variant_parse)(const char *name);
+  /* Milliseconds of one pass with a->algo and `variant` on random data, the median of 5 runs
+   * after a warm-up (allocates, synchronises). NULL when `algos` never lists two tunable
    * candidates: vc_conv_tune times nothing then. */
-  vc_status (*time_pass)(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, vc_pass pass,
+  vc_status (*time_pass)(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, int variant, vc_pass pass,
                          void *stream, double *ms);
   const char *(*device_name)(vc_context *ctx); /* for the tune key: the device, and anything
                                                   that changes the candidates or their timing */
@@ -212,10 +231,14 @@ vc_status vc_fail(vc_context *ctx, vc_status s, const char *fmt, ...)
 #endif
     ;
 
-/* tune.c: resolves VC_ALGO_AUTO (environment, determinism, tune cache, heuristic) and checks
- * a forced algorithm against the backend; the result is never VC_ALGO_AUTO. */
+/* tune.c: resolves VC_ALGO_AUTO (environment, determinism, tune cache, shipped table,
+ * heuristic) and checks a forced algorithm against the backend; out->algo is never
+ * VC_ALGO_AUTO (a forced or heuristic algorithm has variant 0). */
+#define VC_VARIANTS_MAX 16
 vc_status vc_resolve_algo(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, vc_pass pass,
-                          vc_algo *out);
+                          vc_choice *out);
+/* tune_table.c: the shipped tune table, "key choice" lines as in the cache file, NULL-ended. */
+extern const char *const vc_tune_shipped[];
 void vc_tune_load(vc_context *ctx);
 void vc_tune_release(vc_context *ctx);
 /* conv.c: the argument checks the public functions share, each naming `fn` in its message. */

@@ -1,5 +1,6 @@
-/* tune.c — which algorithm VC_ALGO_AUTO runs: the environment, the deterministic switch,
- * the tune cache (memory + a text file written atomically), else the backend's heuristic. */
+/* tune.c — which algorithm (and variant of it) VC_ALGO_AUTO runs: the environment, the
+ * deterministic switch, the tune cache (memory + a text file written atomically), the
+ * shipped table (tune_table.c), else the backend's heuristic. */
 #include "internal.h"
 
 #include <ctype.h>
@@ -40,6 +41,23 @@ static bool backend_has(const vc_plan *p, const vc_conv_args *a, vc_pass pass, v
   return false;
 }
 
+/* "algo" or "algo/variant" (the file's spelling of a choice) */
+static void choice_name(const vc_backend *be, vc_choice c, char buf[64]) {
+  char v[32] = "";
+  if (c.variant && be->variant_name) be->variant_name(c.variant, v);
+  snprintf(buf, 64, "%s%s%s", algo_names[c.algo], v[0] ? "/" : "", v);
+}
+
+static bool parse_choice(const vc_backend *be, char *s, vc_choice *out) {
+  char *slash = strchr(s, '/');
+  if (slash) *slash = 0;
+  out->variant = 0;
+  if (!parse_algo(s, &out->algo)) return false;
+  if (!slash) return true;
+  out->variant = be->variant_parse ? be->variant_parse(slash + 1) : -1;
+  return out->variant > 0;
+}
+
 static void tune_key(const vc_plan *p, const vc_conv_args *a, vc_pass pass, char *key, size_t len) {
   vc_context *ctx = p->ctx;
   int lg = p->n_pairs > 1 ? (int)ceil(log2((double)p->n_pairs)) : 0;
@@ -49,8 +67,8 @@ static void tune_key(const vc_plan *p, const vc_conv_args *a, vc_pass pass, char
            a->math == VC_MATH_TF32 ? "tf32" : "f32");
 }
 
-/* The cache file's path: $VOXCONV_CACHE_DIR/tune-v1.txt, else ~/.cache/voxconv/tune-v1.txt;
- * "" when neither variable is set. */
+/* The cache file's path: $VOXCONV_CACHE_DIR/tune-v2.txt, else ~/.cache/voxconv/tune-v2.txt;
+ * "" when neither variable is set. (v1 files named an algorithm without variants.) */
 static void cache_path(char path[1024]) {
   const char *d = getenv("VOXCONV_CACHE_DIR"), *home = getenv("HOME");
   char dir[900];
@@ -58,15 +76,15 @@ static void cache_path(char path[1024]) {
   if (d && *d) snprintf(dir, sizeof dir, "%s", d);
   else if (home && *home) snprintf(dir, sizeof dir, "%s/.cache/voxconv", home);
   else return;
-  snprintf(path, 1024, "%s/tune-v1.txt", dir);
+  snprintf(path, 1024, "%s/tune-v2.txt", dir);
 }
 
 /* `to_file`: the choice is also the file's for this key; otherwise the file keeps what it had. */
-static void cache_put(vc_context *ctx, const char *key, vc_algo algo, bool to_file) {
+static void cache_put(vc_context *ctx, const char *key, vc_choice c, bool to_file) {
   for (int i = 0; i < ctx->tune_count; i++)
     if (!strcmp(ctx->tune[i].key, key)) {
-      ctx->tune[i].algo = algo;
-      if (to_file) ctx->tune[i].file_algo = algo;
+      ctx->tune[i].pick = c;
+      if (to_file) ctx->tune[i].file_pick = c;
       return;
     }
   if (ctx->tune_count == ctx->tune_cap) {
@@ -77,12 +95,24 @@ static void cache_put(vc_context *ctx, const char *key, vc_algo algo, bool to_fi
   }
   vc_tune_entry *e = &ctx->tune[ctx->tune_count++];
   snprintf(e->key, sizeof e->key, "%s", key);
-  e->algo = algo;
-  e->file_algo = to_file ? algo : VC_ALGO_AUTO;
+  e->pick = c;
+  e->file_pick = to_file ? c : (vc_choice){VC_ALGO_AUTO, 0};
 }
 
-/* The environment and the cache file, once per context (execute calls read neither, and
- * never allocate for them). Cache lines are "key algo"; malformed lines are skipped. */
+/* One "key choice" line (the file's or the shipped table's) into the cache; malformed lines
+ * are skipped. */
+static void cache_line(vc_context *ctx, char *line, bool to_file) {
+  char *sp = strrchr(line, ' ');
+  vc_choice c;
+  if (!sp) return;
+  *sp = 0;
+  sp[1 + strcspn(sp + 1, "\r\n")] = 0;
+  if (strlen(line) < sizeof ctx->tune[0].key && parse_choice(ctx->backend, sp + 1, &c)) cache_put(ctx, line, c, to_file);
+}
+
+/* The environment, the shipped table's entries for this device and the cache file (which
+ * overrides them), once per context: execute calls read none of them, and never allocate
+ * for them. Lines are "key choice". */
 void vc_tune_load(vc_context *ctx) {
   for (int pass = 0; pass < 3; pass++) {
     const char *e = getenv(pass_env[pass]);
@@ -93,19 +123,18 @@ void vc_tune_load(vc_context *ctx) {
   }
   const char *det = getenv("VOXCONV_DETERMINISTIC");
   ctx->deterministic = det && *det && strcmp(det, "0") != 0;
+  char line[512], prefix[256];
+  snprintf(prefix, sizeof prefix, "%s|%s|", ctx->backend->name, ctx->backend->device_name(ctx));
+  for (int i = 0; vc_tune_shipped[i]; i++)
+    if (!strncmp(vc_tune_shipped[i], prefix, strlen(prefix))) {
+      snprintf(line, sizeof line, "%s", vc_tune_shipped[i]);
+      cache_line(ctx, line, false);
+    }
   cache_path(ctx->cache_file);
   if (!ctx->cache_file[0]) return;
   FILE *f = fopen(ctx->cache_file, "r");
   if (!f) return;
-  char line[512];
-  while (fgets(line, sizeof line, f)) {
-    char *sp = strrchr(line, ' ');
-    vc_algo algo;
-    if (!sp) continue;
-    *sp = 0;
-    sp[1 + strcspn(sp + 1, "\r\n")] = 0;
-    if (parse_algo(sp + 1, &algo) && strlen(line) < sizeof ctx->tune[0].key) cache_put(ctx, line, algo, true);
-  }
+  while (fgets(line, sizeof line, f)) cache_line(ctx, line, true);
   fclose(f);
 }
 
@@ -114,7 +143,7 @@ static vc_status cache_save(vc_context *ctx) {
   char dir[1024], tmp[1100];
   if (!path[0]) return vc_fail(ctx, VC_ERR_IO, "vc_conv_tune: no cache directory (set VOXCONV_CACHE_DIR or HOME)");
   snprintf(dir, sizeof dir, "%s", path);
-  *strrchr(dir, '/') = 0; /* path is dir + "/tune-v1.txt" */
+  *strrchr(dir, '/') = 0; /* path is dir + "/tune-v2.txt" */
   for (char *s = dir + 1; *s; s++) /* mkdir -p */
     if (*s == '/') {
       *s = 0;
@@ -127,8 +156,11 @@ static vc_status cache_save(vc_context *ctx) {
   FILE *f = fopen(tmp, "w");
   if (!f) return vc_fail(ctx, VC_ERR_IO, "vc_conv_tune: cannot write %s: %s", tmp, strerror(errno));
   for (int i = 0; i < ctx->tune_count; i++)
-    if (ctx->tune[i].file_algo != VC_ALGO_AUTO)
-      fprintf(f, "%s %s\n", ctx->tune[i].key, algo_names[ctx->tune[i].file_algo]);
+    if (ctx->tune[i].file_pick.algo != VC_ALGO_AUTO) {
+      char name[64];
+      choice_name(ctx->backend, ctx->tune[i].file_pick, name);
+      fprintf(f, "%s %s\n", ctx->tune[i].key, name);
+    }
   bool ok = fclose(f) == 0;
   if (!ok || rename(tmp, path) != 0) { /* rename makes the update atomic for readers */
     remove(tmp);
@@ -160,11 +192,12 @@ static vc_status unsupported(vc_context *ctx, const vc_plan *p, const vc_conv_ar
                  enum_name(algo, name), ctx->backend->name, pass_names[pass], have);
 }
 
-vc_status vc_resolve_algo(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, vc_pass pass, vc_algo *out) {
+vc_status vc_resolve_algo(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, vc_pass pass, vc_choice *out) {
   const vc_backend *be = ctx->backend;
+  out->variant = 0;
   if (a->algo != VC_ALGO_AUTO) {
     if (!backend_has(p, a, pass, a->algo)) return unsupported(ctx, p, a, a->algo, pass, "args->algo");
-    *out = a->algo;
+    out->algo = a->algo;
     return VC_OK;
   }
   if (ctx->forced_invalid[pass][0])
@@ -173,7 +206,7 @@ vc_status vc_resolve_algo(vc_context *ctx, const vc_plan *p, const vc_conv_args 
   const vc_algo forced = ctx->forced_algo[pass];
   if (forced != VC_ALGO_AUTO) {
     if (!backend_has(p, a, pass, forced)) return unsupported(ctx, p, a, forced, pass, pass_env[pass]);
-    *out = forced;
+    out->algo = forced;
     return VC_OK;
   }
   const vc_tune_entry *hit = NULL;
@@ -182,13 +215,14 @@ vc_status vc_resolve_algo(vc_context *ctx, const vc_plan *p, const vc_conv_args 
     tune_key(p, a, pass, key, sizeof key);
     hit = cache_get(ctx, key);
   }
-  vc_algo pick = hit && backend_has(p, a, pass, hit->algo) ? hit->algo : be->heuristic(p, a, pass);
-  if (ctx->deterministic && !be->deterministic(pick, pass)) {
+  vc_choice pick = {be->heuristic(p, a, pass), 0};
+  if (hit && backend_has(p, a, pass, hit->pick.algo)) pick = hit->pick;
+  if (ctx->deterministic && !be->deterministic(pick.algo, pass)) {
     vc_algo list[8];
     int n_tunable, n = be->algos(p, a, pass, list, &n_tunable);
     for (int i = 0; i < n; i++)
       if (be->deterministic(list[i], pass)) {
-        pick = list[i];
+        pick = (vc_choice){list[i], 0};
         break;
       }
   }
@@ -202,8 +236,10 @@ vc_status vc_conv_algo_for(const vc_plan *p, const vc_conv_args *args, vc_pass p
   vc_conv_args a;
   vc_status s = vc_check_pass(p->ctx, "vc_conv_algo_for", pass);
   if (s == VC_OK) s = vc_args_check(p->ctx, "vc_conv_algo_for", args, &a);
-  if (s != VC_OK) return s;
-  return vc_resolve_algo(p->ctx, p, &a, pass, algo);
+  vc_choice c;
+  if (s == VC_OK) s = vc_resolve_algo(p->ctx, p, &a, pass, &c);
+  if (s == VC_OK) *algo = c.algo;
+  return s;
 }
 
 vc_status vc_conv_tune(vc_context *ctx, const vc_plan *p, const vc_conv_args *args, vc_pass pass, void *stream,
@@ -213,25 +249,33 @@ vc_status vc_conv_tune(vc_context *ctx, const vc_plan *p, const vc_conv_args *ar
   if (s == VC_OK) s = vc_check_pass(ctx, "vc_conv_tune", pass);
   if (s == VC_OK) s = vc_args_check(ctx, "vc_conv_tune", args, &a);
   if (s != VC_OK) return s;
-  vc_algo list[8], cand[8];
+  vc_algo list[8];
+  vc_choice cand[8 * VC_VARIANTS_MAX];
   int n_tunable, n = 0;
   ctx->backend->algos(p, &a, pass, list, &n_tunable);
   bool filtered = false; /* the determinism switch left a candidate out */
   for (int i = 0; i < n_tunable; i++) {
-    if (ctx->deterministic && !ctx->backend->deterministic(list[i], pass)) filtered = true;
-    else cand[n++] = list[i];
+    if (ctx->deterministic && !ctx->backend->deterministic(list[i], pass)) {
+      filtered = true;
+      continue;
+    }
+    int var[VC_VARIANTS_MAX], nv = 0;
+    a.algo = list[i];
+    if (ctx->backend->variants) nv = ctx->backend->variants(p, &a, pass, var);
+    if (nv == 0) cand[n++] = (vc_choice){list[i], 0};
+    for (int v = 0; v < nv; v++) cand[n++] = (vc_choice){list[i], var[v]};
   }
   if (n == 0) return vc_fail(ctx, VC_ERR_INTERNAL, "vc_conv_tune: no candidate algorithm");
-  vc_algo win = cand[0];
+  vc_choice win = cand[0];
   double best_ms = INFINITY;
   for (int i = 0; n > 1 && i < n; i++) { /* one candidate needs no timing */
     double ms;
-    a.algo = cand[i];
-    s = ctx->backend->time_pass(ctx, p, &a, pass, stream, &ms);
+    a.algo = cand[i].algo;
+    s = ctx->backend->time_pass(ctx, p, &a, cand[i].variant, pass, stream, &ms);
     if (s != VC_OK) return s;
     if (ms < best_ms) best_ms = ms, win = cand[i];
   }
-  if (best) *best = win;
+  if (best) *best = win.algo;
   /* The file is shared by every context under this key: only a race among all candidates
    * may go there, or normal contexts would read back a deterministic context's choice. */
   const bool to_file = n > 1 && !filtered;

@@ -10,7 +10,7 @@ static vc_status cpu_copy_out(const vc_plan *p, void *dst, const void *src, size
   return VC_OK;
 }
 
-static vc_status cpu_workspace_size(const vc_plan *p, const vc_conv_args *a, vc_pass pass, size_t *bytes) {
+static vc_status cpu_workspace_size(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int variant, size_t *bytes) {
   vc_cpu_ws ws;
   vc_cpu_ws_layout(p, a, pass, &ws);
   *bytes = ws.total;

@@ -37,7 +37,7 @@ static void backward_data_explicit(const vc_plan *p, const vc_conv_args *a, cons
   if (!f32) vc_cpu_from_f32(dx, a->dtype, acc, p->n_in * ci);
 }
 
-vc_status vc_cpu_backward_data(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, const void *dy,
+vc_status vc_cpu_backward_data(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, int variant, const void *dy,
                                const void *w, void *dx, void *ws, size_t ws_bytes, void *stream) {
   (void)ctx, (void)ws_bytes, (void)stream;
   void *part[VC_WS_MAX_PARTS];

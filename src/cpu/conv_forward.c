@@ -44,7 +44,7 @@ static void forward_explicit(const vc_plan *p, const vc_conv_args *a, const void
   if (!f32) vc_cpu_from_f32(y, a->dtype, acc, p->n_out * co);
 }
 
-vc_status vc_cpu_forward(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, const void *x, const void *w,
+vc_status vc_cpu_forward(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, int variant, const void *x, const void *w,
                          const void *bias, void *y, void *ws, size_t ws_bytes, void *stream) {
   (void)ctx, (void)ws_bytes, (void)stream;
   void *part[VC_WS_MAX_PARTS];

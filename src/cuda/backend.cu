@@ -93,34 +93,36 @@ static vc_status cuda_copy_out(const vc_plan *p, void *dst, const void *src, siz
   return VC_OK;
 }
 
-static vc_status cuda_workspace_size(const vc_plan *p, const vc_conv_args *a, vc_pass pass, size_t *bytes) {
-  *bytes = a->algo == VC_ALGO_EXPLICIT ? vc_cuda_explicit_workspace(p, a, pass) : vc_cuda_implicit_workspace(p, a, pass);
+static vc_status cuda_workspace_size(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int variant, size_t *bytes) {
+  *bytes = a->algo == VC_ALGO_EXPLICIT ? vc_cuda_explicit_workspace(p, a, pass)
+                                       : vc_cuda_implicit_workspace(p, a, pass, variant);
   return VC_OK;
 }
 
 /* in0..out1 as in explicit.cu: fwd (x, w, bias, y), dgrad (dy, w, -, dx), wgrad (x, dy, -, dw, db). */
-static vc_status run(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, vc_pass pass, const void *in0,
-                     const void *in1, const void *in2, void *out0, void *out1, void *ws, void *stream) {
+static vc_status run(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, int variant, vc_pass pass,
+                     const void *in0, const void *in1, const void *in2, void *out0, void *out1, void *ws, void *stream) {
   vc_status s = use_device(ctx);
   if (s != VC_OK) return s;
   cudaStream_t st = (cudaStream_t)stream;
   if (a->algo == VC_ALGO_EXPLICIT) return vc_cuda_explicit_run(ctx, p, a, pass, in0, in1, in2, out0, out1, ws, st);
-  return vc_cuda_implicit_run(ctx, p, a, pass, in0, in1, in2, out0, out1, ws, st);
+  return vc_cuda_implicit_run(ctx, p, a, variant, pass, in0, in1, in2, out0, out1, ws, st);
 }
 
-static vc_status cuda_forward(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, const void *x, const void *w,
-                              const void *bias, void *y, void *ws, size_t ws_bytes, void *stream) {
-  return run(ctx, p, a, VC_PASS_FORWARD, x, w, bias, y, NULL, ws, stream);
+static vc_status cuda_forward(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, int variant, const void *x,
+                              const void *w, const void *bias, void *y, void *ws, size_t ws_bytes, void *stream) {
+  return run(ctx, p, a, variant, VC_PASS_FORWARD, x, w, bias, y, NULL, ws, stream);
 }
 
-static vc_status cuda_backward_data(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, const void *dy,
-                                    const void *w, void *dx, void *ws, size_t ws_bytes, void *stream) {
-  return run(ctx, p, a, VC_PASS_BACKWARD_DATA, dy, w, NULL, dx, NULL, ws, stream);
+static vc_status cuda_backward_data(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, int variant,
+                                    const void *dy, const void *w, void *dx, void *ws, size_t ws_bytes, void *stream) {
+  return run(ctx, p, a, variant, VC_PASS_BACKWARD_DATA, dy, w, NULL, dx, NULL, ws, stream);
 }
 
-static vc_status cuda_backward_weight(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, const void *x,
-                                      const void *dy, void *dw, void *db, void *ws, size_t ws_bytes, void *stream) {
-  return run(ctx, p, a, VC_PASS_BACKWARD_WEIGHT, x, dy, NULL, dw, db, ws, stream);
+static vc_status cuda_backward_weight(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, int variant,
+                                      const void *x, const void *dy, void *dw, void *db, void *ws, size_t ws_bytes,
+                                      void *stream) {
+  return run(ctx, p, a, variant, VC_PASS_BACKWARD_WEIGHT, x, dy, NULL, dw, db, ws, stream);
 }
 
 /* masked exists on sm_90 devices only; where its kernels do not apply (f32, channels off
@@ -155,6 +157,16 @@ static bool cuda_deterministic(vc_algo algo, vc_pass pass) {
   return !(algo == VC_ALGO_IMPLICIT && pass == VC_PASS_BACKWARD_WEIGHT);
 }
 
+/* Variants: the masked forward and dgrad's tile shapes (masked.cu); none where the
+ * environment fixes the shape or the masked kernels do not run this dtype. */
+static int cuda_variants(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int out[]) {
+  const vc_cuda_state *cs = vc_cuda(p->ctx);
+  const bool kernels = a->dtype != VC_DTYPE_F32 || a->math == VC_MATH_TF32;
+  if (a->algo != VC_ALGO_MASKED || pass == VC_PASS_BACKWARD_WEIGHT || !kernels || cs->masked_bn || cs->masked_split)
+    return 0;
+  return vc_cuda_masked_variants(p, a, pass, out);
+}
+
 static const char *cuda_device_name(vc_context *ctx) { return vc_cuda(ctx)->name; }
 
 /* ---- tuning: random buffers, events, median of 5 ------------------------------------------ */
@@ -173,13 +185,13 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-static vc_status cuda_time_pass(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, vc_pass pass, void *stream,
-                                double *ms) {
+static vc_status cuda_time_pass(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, int variant, vc_pass pass,
+                                void *stream, double *ms) {
   const cudaStream_t s = (cudaStream_t)stream;
   const int64_t es = (int64_t)vc_dtype_size(a->dtype), ci = a->in_channels, co = a->out_channels;
   const int64_t sizes[6] = {p->n_in * ci, co * p->kvol * ci, co, p->n_out * co, p->n_in * ci + p->n_out * co, co};
   size_t ws_bytes = 0;
-  cuda_workspace_size(p, a, pass, &ws_bytes);
+  cuda_workspace_size(p, a, pass, variant, &ws_bytes);
   void *buf[7] = {0};
   vc_status st = use_device(ctx);
   for (int i = 0; i < 6 && st == VC_OK; i++) {
@@ -200,9 +212,10 @@ static vc_status cuda_time_pass(vc_context *ctx, const vc_plan *p, const vc_conv
     st = vc_fail(ctx, VC_ERR_DEVICE, "vc_conv_tune: cudaEventCreate failed");
   for (int rep = 0; rep < 6 && st == VC_OK; rep++) { /* rep 0 warms up */
     cudaEventRecord(e0, s);
-    if (pass == VC_PASS_FORWARD) st = run(ctx, p, a, pass, buf[0], buf[1], buf[2], buf[4], NULL, buf[6], stream);
-    else if (pass == VC_PASS_BACKWARD_DATA) st = run(ctx, p, a, pass, buf[3], buf[1], NULL, buf[4], NULL, buf[6], stream);
-    else st = run(ctx, p, a, pass, buf[0], buf[3], NULL, buf[4], buf[5], buf[6], stream);
+    if (pass == VC_PASS_FORWARD) st = run(ctx, p, a, variant, pass, buf[0], buf[1], buf[2], buf[4], NULL, buf[6], stream);
+    else if (pass == VC_PASS_BACKWARD_DATA)
+      st = run(ctx, p, a, variant, pass, buf[3], buf[1], NULL, buf[4], NULL, buf[6], stream);
+    else st = run(ctx, p, a, variant, pass, buf[0], buf[3], NULL, buf[4], buf[5], buf[6], stream);
     cudaEventRecord(e1, s);
     float f = 0;
     if (st == VC_OK && (cudaEventSynchronize(e1) != cudaSuccess || cudaEventElapsedTime(&f, e0, e1) != cudaSuccess))
@@ -234,6 +247,9 @@ const vc_backend vc_cuda_backend = {
     cuda_algos,
     cuda_heuristic,
     cuda_deterministic,
+    cuda_variants,
+    vc_cuda_masked_variant_name,
+    vc_cuda_masked_variant_parse,
     cuda_time_pass,
     cuda_device_name,
 };

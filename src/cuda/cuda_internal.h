@@ -84,10 +84,16 @@ size_t vc_cuda_explicit_workspace(const vc_plan *p, const vc_conv_args *a, vc_pa
 vc_status vc_cuda_explicit_run(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, vc_pass pass,
                                const void *in0, const void *in1, const void *in2, void *out0, void *out1,
                                void *ws, cudaStream_t s);
-size_t vc_cuda_implicit_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass);
-vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, vc_pass pass,
+/* variant: the masked forward and dgrad's tile shape (hopper/masked.cu), 0 = chosen per call */
+size_t vc_cuda_implicit_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int variant);
+vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, int variant, vc_pass pass,
                                const void *in0, const void *in1, const void *in2, void *out0, void *out1,
                                void *ws, cudaStream_t s);
+/* hopper/masked.cu: the tuner's tile shapes of the masked forward and dgrad for this call
+ * (a variant encodes a tile width and a split count), and their names in the cache file. */
+int vc_cuda_masked_variants(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int out[]);
+void vc_cuda_masked_variant_name(int variant, char buf[32]);
+int vc_cuda_masked_variant_parse(const char *name);
 vc_status vc_cuda_implicit_init(vc_context *ctx);
 /* rows.cu: small elementwise kernels shared by the passes. */
 void vc_cuda_fill_rows_f32(float *acc, int64_t n, int64_t c, const void *bias, vc_dtype dt, cudaStream_t s);

@@ -369,7 +369,7 @@ static size_t imp_layout(const vc_plan *p, const vc_conv_args *a, vc_pass pass, 
   return (size_t)acc + vc_cuda_column_sums_tmp_bytes(a->out_channels);
 }
 
-extern "C" size_t vc_cuda_implicit_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass) {
+extern "C" size_t vc_cuda_implicit_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int variant) {
   const size_t own = imp_layout(p, a, pass, NULL, NULL);
   /* masked's forward and dgrad hold split partials where they split (and tf32's dgrad its
    * transposed weight); its 16-bit wgrad split slices */
@@ -377,13 +377,14 @@ extern "C" size_t vc_cuda_implicit_workspace(const vc_plan *p, const vc_conv_arg
   const bool wgrad = pass == VC_PASS_BACKWARD_WEIGHT, tf32 = a->dtype == VC_DTYPE_F32 && a->math == VC_MATH_TF32;
   const size_t masked_ws = !masked || (a->dtype == VC_DTYPE_F32 && (wgrad || !tf32)) ? 0
                            : wgrad                                                    ? vc_cuda_masked_wgrad_workspace(p, a)
-                                                                                      : vc_cuda_masked_workspace(p, a, pass);
+                                                                                      : vc_cuda_masked_workspace(p, a, pass, variant);
   return own > masked_ws ? own : masked_ws;
 }
 
 static bool aligned16(const void *ptr) { return ((uintptr_t)ptr & 15) == 0; }
 
-extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, vc_pass pass,
+extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, int variant,
+                                          vc_pass pass,
                                           const void *in0, const void *in1, const void *in2, void *out0, void *out1,
                                           void *ws, cudaStream_t s) {
   const vc_cuda_plan *cp = vc_cuda_plan_of(p);
@@ -445,7 +446,7 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
     if (a->dtype != VC_DTYPE_F32) vc_cuda_convert_f32(out0, a->dtype, w.acc, q.co * q.K * q.ci, s);
     if (out1) vc_cuda_column_sums(out1, a->dtype, in1, p->n_out, q.co, w.sums, s);
   } else if (q.rows > 0 && use_masked) {
-    return vc_cuda_masked_run(ctx, q, ws, s);
+    return vc_cuda_masked_run(ctx, q, variant, ws, s);
   } else if (q.rows > 0) {
     q.n_tiles = (q.n_cols + bn - 1) / bn;
     const int64_t blocks = (q.rows + bm - 1) / bm * q.n_tiles;

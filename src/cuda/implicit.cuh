@@ -176,8 +176,8 @@ __device__ static __forceinline__ uint32_t pack2(const imp_args &p, int64_t n, f
  * workspace holds split-reduction partials where the call splits (small grids); a NULL or
  * unaligned one runs unsplit. A tf32 dgrad needs an aligned one: it holds the transposed
  * weight. init fetches the driver's tensor-map encoder. */
-size_t vc_cuda_masked_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass);
-vc_status vc_cuda_masked_run(vc_context *ctx, const imp_args &q, void *ws, cudaStream_t s);
+size_t vc_cuda_masked_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int variant);
+vc_status vc_cuda_masked_run(vc_context *ctx, const imp_args &q, int variant, void *ws, cudaStream_t s);
 vc_status vc_cuda_masked_init(vc_context *ctx);
 /* hopper/wgrad.cu: VC_ALGO_MASKED's backward-weight (dw, and db when not NULL) on sm_90a
  * devices, same conditions and a 16-byte aligned workspace; deterministic (split partials

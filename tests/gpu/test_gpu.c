@@ -3,7 +3,8 @@
  *   conv_*         every algorithm x pass x dtype/math x kind against the f64 reference
  *   masked_tiles   the Hopper masked kernels at each tile width (VOXCONV_MASKED_BN), all passes
  *   determinism    repeated runs agree; with VOXCONV_DETERMINISTIC=1 bitwise
- *   tune           vc_conv_tune's pick is what VC_ALGO_AUTO runs, and it lands in the cache file
+ *   tune           vc_conv_tune's pick is what VC_ALGO_AUTO runs, and it lands in the cache file;
+ *                  masked tile variants from the file apply, unknown ones are skipped
  *   graph_capture  execute calls recorded into a CUDA graph (so they neither allocate nor sync)
  *   large_*        feature tensors past 2^31 elements, sampled against an f64 host computation
  * Usage: vc_gpu_tests [--small] [name-substring]
@@ -892,6 +893,68 @@ static void check_cached_choice(const plan_pair *pp, const conv_data *cd, const 
   vc_context_destroy(ctx);
 }
 
+/* Rewrites the cache file's forward line to `choice`; false when it has none. */
+static bool set_forward_choice(const char *file, const char *choice) {
+  char lines[16][512];
+  int n = 0, fwd = -1;
+  FILE *f = fopen(file, "r");
+  if (!f) return false;
+  while (n < 16 && fgets(lines[n], sizeof lines[n], f)) {
+    if (strstr(lines[n], "|forward|")) fwd = n;
+    n++;
+  }
+  fclose(f);
+  if (fwd < 0 || !(f = fopen(file, "w"))) return false;
+  *strrchr(lines[fwd], ' ') = 0;
+  for (int i = 0; i < n; i++) fprintf(f, i == fwd ? "%s %s\n" : "%s", lines[i], choice);
+  return fclose(f) == 0;
+}
+
+/* The forward workspace and result of a fresh context under the cache file as it stands. */
+static size_t forward_with_cache(const plan_pair *pp, conv_data *cd, const char *what) {
+  vc_context *ctx = NULL;
+  vc_plan *p = NULL;
+  size_t bytes = 0;
+  CHECK_OK(NULL, vc_context_create(VC_DEVICE_CUDA, 0, &ctx));
+  if (ctx && plan_make(ctx, &pp->desc, pp->d_coords, pp->n, NULL, &p, pp->what)) {
+    CHECK_OK(ctx, vc_conv_workspace_size(p, &cd->args, VC_PASS_FORWARD, &bytes));
+    run_checked(ctx, p, cd, &cd->args, VC_PASS_FORWARD, what);
+  }
+  vc_plan_destroy(p);
+  vc_context_destroy(ctx);
+  return bytes;
+}
+
+/* The masked kernels' tile variants through the cache file: a forced wide, split variant
+ * is read back and runs (its split partials show in the workspace size) and computes the
+ * same result; a variant name that does not exist is skipped like any malformed line. */
+static void check_variants(const char *file, const plan_pair *pp, conv_data *cd) {
+  FILE *f = fopen(file, "r");
+  char text[4096] = "";
+  if (f) {
+    text[fread(text, 1, sizeof text - 1, f)] = 0;
+    fclose(f);
+  }
+  CHECK(strstr(text, "|forward|") && strstr(text, " masked/bn") ? true : !g_has_masked,
+        "the cache file has no masked tile variant for forward:\n%s", text);
+  if (!g_has_masked) return;
+  const size_t plain = forward_with_cache(pp, cd, "tuned forward");
+  CHECK(set_forward_choice(file, "masked/bn128.split5"), "cannot rewrite %s", file);
+  const size_t forced = forward_with_cache(pp, cd, "forward, cached variant masked/bn128.split5");
+  CHECK(set_forward_choice(file, "masked/bn96.split5"), "cannot rewrite %s", file);
+  const size_t bad = forward_with_cache(pp, cd, "forward, cache line with no such variant");
+  CHECK(set_forward_choice(file, "implicit"), "cannot rewrite %s", file);
+  const size_t none = forward_with_cache(pp, cd, "forward, cached implicit");
+  printf("  forward workspace: tuned %zu, bn128.split5 %zu, bn96.split5 (skipped) %zu, implicit %zu bytes\n", plain,
+         forced, bad, none);
+  /* 64 columns in 128-wide tiles, 5 splits: 5 partial tiles of 128 x 128 floats a row tile */
+  const size_t want = (size_t)((pp->n + 127) / 128) * 5 * 128 * 128 * 4;
+  CHECK(forced >= want, "masked/bn128.split5 from the cache file: workspace %zu < %zu, the variant did not apply",
+        forced, want);
+  CHECK(none == 0, "implicit from the cache file: forward workspace %zu, want 0", none);
+  CHECK(bad < want, "a cache line naming no variant (bn96) was not skipped: workspace %zu", bad);
+}
+
 static void test_tune(void) {
   char dir[600], file[700];
   if (!make_temp_dir(dir, sizeof dir)) {
@@ -908,10 +971,11 @@ static void test_tune(void) {
   if (ctx && subm_setup(&pp, &cd, ctx, g_small ? 2000 : 30000, 64, 64, VC_DTYPE_F16, ALL_PASSES)) {
     vc_algo best[3];
     tune_passes(ctx, &pp, &cd, best);
-    snprintf(file, sizeof file, "%s/tune-v1.txt", dir);
+    snprintf(file, sizeof file, "%s/tune-v2.txt", dir);
     struct stat st;
     CHECK(stat(file, &st) == 0 && st.st_size > 0, "no tune cache file %s after vc_conv_tune", file);
     check_cached_choice(&pp, &cd, best);
+    check_variants(file, &pp, &cd);
   }
   data_free(&cd);
   pair_free(&pp);

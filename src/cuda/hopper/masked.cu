@@ -38,6 +38,7 @@
 #include "ring.cuh"
 
 #include <cudaTypedefs.h>
+#include <stdio.h>
 #include <string.h>
 
 #define MK_BM 128
@@ -251,26 +252,34 @@ static const mk_kernel mk_kernels[3][2][3] = {MK_ROW(64), MK_ROW(128), MK_ROW(25
 #undef MK_ROW
 static int mk_dt_index(int dt) { return dt == VC_DTYPE_F16 ? 0 : dt == VC_DTYPE_BF16 ? 1 : 2; }
 
-/* The shape of one call: tile width and splits of the reduction. The widest tile the
- * columns need (it reads the fewest bytes per product), or VOXCONV_MASKED_BN's. Splits
+/* The shape of one call: tile width and splits of the reduction. A tuned variant fixes both
+ * (variant = 1 + 16 v + nsplit - 1: BN mk_bn[v], nsplit 1..16). Otherwise the widest tile
+ * the columns need (it reads the fewest bytes per product), or VOXCONV_MASKED_BN's. Splits
  * (VOXCONV_MASKED_SPLIT's, else chosen) only where a workspace can hold their partials and
  * the tiles leave multiprocessors idle: as many as one round of units a multiprocessor
  * holds, at most MK_AUTO_SPLIT (the last split of a tile reads all partials back alone),
  * each keeping MK_MIN_SPLIT_STAGES stages of a full offset set. Without splits, a grid
  * that leaves half the multiprocessors idle narrows the tile instead (a grid a little
- * short of one CTA a multiprocessor still runs fastest with the wide tile). */
+ * short of one CTA a multiprocessor still runs fastest with the wide tile). Without a
+ * workspace a variant runs unsplit. */
+#define MK_VARIANT(v, nsplit) (1 + 16 * (v) + (nsplit) - 1)
 typedef struct mk_shape {
   int v, nsplit;
   int64_t tiles;
 } mk_shape;
 
 static mk_shape mk_shape_of(const vc_cuda_state *cs, int64_t rows, int64_t n_cols, int64_t c_red, int K, int dt,
-                            bool can_split) {
+                            bool can_split, int variant) {
   mk_shape sh;
+  const int64_t row_tiles = (rows + MK_BM - 1) / MK_BM;
+  if (variant > 0) {
+    sh.v = (variant - 1) / 16, sh.nsplit = can_split ? (variant - 1) % 16 + 1 : 1;
+    sh.tiles = row_tiles * ((n_cols + mk_bn[sh.v] - 1) / mk_bn[sh.v]);
+    return sh;
+  }
   sh.v = n_cols > 128 ? 2 : n_cols > 64 ? 1 : 0;
   for (int v = 0; v < 3; v++)
     if (mk_bn[v] == cs->masked_bn) sh.v = v;
-  const int64_t row_tiles = (rows + MK_BM - 1) / MK_BM;
   const int64_t tiles = row_tiles * ((n_cols + mk_bn[sh.v] - 1) / mk_bn[sh.v]);
   sh.nsplit = 1;
   if (can_split && cs->masked_split) {
@@ -349,18 +358,55 @@ static imp_args mk_args_of(const vc_plan *p, const vc_conv_args *a, vc_pass pass
   return q;
 }
 
-size_t vc_cuda_masked_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass) {
+size_t vc_cuda_masked_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int variant) {
   const imp_args q = mk_args_of(p, a, pass);
-  return mk_weight_bytes(q) + mk_split_bytes(mk_shape_of(vc_cuda(p->ctx), q.rows, q.n_cols, q.c_red, q.K, q.dt, true));
+  return mk_weight_bytes(q) +
+         mk_split_bytes(mk_shape_of(vc_cuda(p->ctx), q.rows, q.n_cols, q.c_red, q.K, q.dt, true, variant));
 }
 
-vc_status vc_cuda_masked_run(vc_context *ctx, const imp_args &args, void *ws, cudaStream_t s) {
+/* The tuner's candidates: each tile width up to the one the columns need, unsplit, and split
+ * 2, 4, 8 ways and as the heuristic would, where one round of split units still fits the
+ * multiprocessors and each split keeps MK_MIN_SPLIT_STAGES stages. */
+extern "C" int vc_cuda_masked_variants(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int out[]) {
+  const vc_cuda_state *cs = vc_cuda(p->ctx);
+  const imp_args q = mk_args_of(p, a, pass);
+  const int64_t row_tiles = (q.rows + MK_BM - 1) / MK_BM, stages = q.K * ((q.c_red + mk_bk(q.dt) - 1) / mk_bk(q.dt));
+  int n = 0;
+  for (int v = 0; v < 3; v++) {
+    if (v > 0 && mk_bn[v - 1] >= q.n_cols) break;
+    const int64_t tiles = row_tiles * ((q.n_cols + mk_bn[v] - 1) / mk_bn[v]);
+    const int heur = mk_shape_of(cs, q.rows, q.n_cols, q.c_red, q.K, q.dt, true, 0).nsplit;
+    const int splits[5] = {1, 2, 4, 8, heur};
+    for (int i = 0; i < 5; i++) {
+      const int sp = splits[i];
+      bool dup = false;
+      for (int j = 0; j < i; j++) dup = dup || splits[j] == sp;
+      if (dup || (sp > 1 && (tiles * sp > cs->n_sm || stages / sp < MK_MIN_SPLIT_STAGES))) continue;
+      out[n++] = MK_VARIANT(v, sp);
+    }
+  }
+  return n;
+}
+
+extern "C" void vc_cuda_masked_variant_name(int variant, char buf[32]) {
+  snprintf(buf, 32, "bn%d.split%d", mk_bn[(variant - 1) / 16 % 3], (variant - 1) % 16 + 1);
+}
+
+extern "C" int vc_cuda_masked_variant_parse(const char *name) {
+  int bn = 0, sp = 0, end = 0;
+  if (sscanf(name, "bn%d.split%d%n", &bn, &sp, &end) != 2 || name[end] || sp < 1 || sp > 16) return -1;
+  for (int v = 0; v < 3; v++)
+    if (mk_bn[v] == bn) return MK_VARIANT(v, sp);
+  return -1;
+}
+
+vc_status vc_cuda_masked_run(vc_context *ctx, const imp_args &args, int variant, void *ws, cudaStream_t s) {
   imp_args q = args;
   const vc_cuda_state *cs = vc_cuda(ctx);
   const bool ws_ok = ws && ((uintptr_t)ws & 15) == 0;
   const size_t wt_bytes = mk_weight_bytes(q);
   if (wt_bytes && !ws_ok) return vc_fail(ctx, VC_ERR_INTERNAL, "voxconv: tf32 masked dgrad without an aligned workspace");
-  const mk_shape sh = mk_shape_of(cs, q.rows, q.n_cols, q.c_red, q.K, q.dt, ws_ok);
+  const mk_shape sh = mk_shape_of(cs, q.rows, q.n_cols, q.c_red, q.K, q.dt, ws_ok, variant);
   const int bn = mk_bn[sh.v];
   const void *w = q.w;
   if (wt_bytes) {
