@@ -189,7 +189,9 @@ static vc_status cuda_time_pass(vc_context *ctx, const vc_plan *p, const vc_conv
                                 void *stream, double *ms) {
   const cudaStream_t s = (cudaStream_t)stream;
   const int64_t es = (int64_t)vc_dtype_size(a->dtype), ci = a->in_channels, co = a->out_channels;
-  const int64_t sizes[6] = {p->n_in * ci, co * p->kvol * ci, co, p->n_out * co, p->n_in * ci + p->n_out * co, co};
+  /* x, w, bias, dy, the pass's output (y, dx or dw: room for the largest), db */
+  const int64_t nx = p->n_in * ci, nw = co * p->kvol * ci, ny = p->n_out * co;
+  const int64_t sizes[6] = {nx, nw, co, ny, nx > ny ? (nx > nw ? nx : nw) : (ny > nw ? ny : nw), co};
   size_t ws_bytes = 0;
   cuda_workspace_size(p, a, pass, variant, &ws_bytes);
   void *buf[7] = {0};
