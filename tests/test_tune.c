@@ -151,7 +151,46 @@ static void test_tune_cache_lines(void) {
   rmdir(f.dir);
 }
 
+/* The shipped table (src/core/tune_table.c, generated): every line is a key of nine fields
+ * with known pass, dtype and math names, and a choice naming an algorithm and, for masked,
+ * at most a tile variant "bn{64,128,256}.split{1..16}". The library skips a line that does
+ * not parse, so a broken generator would otherwise go unnoticed. */
+extern const char *const vc_tune_shipped[];
+
+static bool shipped_line_ok(const char *line) {
+  const char *sp = strrchr(line, ' ');
+  if (!sp) return false;
+  char f[9][64];
+  int n = 0;
+  for (const char *s = line; n < 9 && s < sp; n++) {
+    const size_t len = strcspn(s, "|") < (size_t)(sp - s) ? strcspn(s, "|") : (size_t)(sp - s);
+    if (len >= sizeof f[0]) return false;
+    memcpy(f[n], s, len);
+    f[n][len] = 0;
+    s += len + 1;
+  }
+  bool pass_ok = false, dt_ok = !strcmp(f[7], "f16") || !strcmp(f[7], "bf16") || !strcmp(f[7], "f32");
+  for (int p = 0; p < 3; p++) pass_ok = pass_ok || !strcmp(f[2], pass_key[p]);
+  if (n != 9 || strcmp(f[0], "cuda") || !pass_ok || !dt_ok || (strcmp(f[8], "f32") && strcmp(f[8], "tf32"))) return false;
+  for (int i = 3; i < 7; i++)
+    if (!f[i][0] || strspn(f[i], "0123456789") != strlen(f[i])) return false;
+  const char *c = sp + 1;
+  if (!strcmp(c, "explicit") || !strcmp(c, "implicit") || !strcmp(c, "masked")) return true;
+  int bn = 0, split = 0, end = 0;
+  return sscanf(c, "masked/bn%d.split%d%n", &bn, &split, &end) == 2 && !c[end] && (bn == 64 || bn == 128 || bn == 256) &&
+         split >= 1 && split <= 16;
+}
+
+static void test_tune_shipped_table(void) {
+  int n = 0;
+  for (; vc_tune_shipped[n]; n++)
+    CHECK(shipped_line_ok(vc_tune_shipped[n]), "shipped tune table line %d is malformed: \"%s\"", n,
+          vc_tune_shipped[n]);
+  CHECK(n > 0, "the shipped tune table is empty");
+}
+
 const vc_test_case vc_tests_tune[] = {
     {"tune_cache_lines", test_tune_cache_lines},
+    {"tune_shipped_table", test_tune_shipped_table},
     {NULL, NULL},
 };
