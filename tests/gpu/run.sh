@@ -17,7 +17,7 @@ set -euo pipefail
 OUT="${OUT:-/tmp/vcout}"
 STEPS="${VC_STEPS:-info build tests torch memcheck racecheck run bench}"
 T_TESTS="${VC_TIMEOUT_TESTS:-400}"
-T_SANITIZER="${VC_TIMEOUT_SANITIZER:-400}"
+T_SANITIZER="${VC_TIMEOUT_SANITIZER:-560}"
 T_BENCH="${VC_TIMEOUT_BENCH:-400}"
 TESTS=build/vc_gpu_tests
 mkdir -p "$OUT"
