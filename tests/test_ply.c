@@ -172,6 +172,14 @@ static bool same_model(const vc_ply *p, const model *m) {
 
 /* ---- round trips ---------------------------------------------------------------------------- */
 
+/* vc_ply_parse of data that must parse; a failure is recorded with the reader's message. */
+static bool parse_ok(const void *data, size_t len, vc_ply *p) {
+  char err[256] = "";
+  const bool ok = vc_ply_parse((const unsigned char *)data, len, p, err, sizeof err) == 0;
+  CHECK(ok, "%s", err);
+  return ok;
+}
+
 static void test_ply_round_trip_every_encoding_and_type(void) {
   int iter = 0;
   for (int enc = 0; enc < 3; enc++)
@@ -209,8 +217,7 @@ static void test_ply_crlf_comments_and_skipped_elements(void) {
                              "element empty 9223372036854775807\r\nend_header\r\n"
                              "0 0 0\r\n1 0 0\r\n0 1 0\r\n0 0 1\r\n3 0 1 2\r\n4 0 1 2 3\r\n";
   vc_ply p;
-  char err[256] = "";
-  CHECK(vc_ply_parse((const unsigned char *)text, sizeof text - 1, &p, err, sizeof err) == 0, "%s", err);
+  parse_ok(text, sizeof text - 1, &p);
   static const int64_t want[9] = {0, 1, 2, 0, 1, 2, 0, 2, 3};
   CHECK(p.n_vertices == 4 && p.n_tris == 3 && !memcmp(p.tris, want, sizeof want) && p.xyz[9 + 2] == 1.0,
         "%lld vertices, %lld triangles", (long long)p.n_vertices, (long long)p.n_tris);
@@ -226,8 +233,7 @@ static void test_ply_points_only(void) {
   const double v[9] = {1.5, -2.25, 3, 1e-300, 0, -0.0, 65535, -65536, 0.125};
   for (int i = 0; i < 9; i++) put_value(&b, ENC_BE, tt("double"), v[i]);
   vc_ply p;
-  char err[256] = "";
-  CHECK(vc_ply_parse(b.d, b.n, &p, err, sizeof err) == 0, "%s", err);
+  parse_ok(b.d, b.n, &p);
   CHECK(p.n_vertices == 3 && p.n_tris == 0 && p.tris == NULL && !memcmp(p.xyz, v, sizeof v), "points differ");
   vc_ply_free(&p);
   free(b.d);
@@ -682,8 +688,7 @@ static void test_ply_voxelize_cube_exact(void) {
                              "0 0 0\n4 0 0\n4 4 0\n0 4 0\n0 0 4\n4 0 4\n4 4 4\n0 4 4\n"
                              "4 0 3 2 1\n4 4 5 6 7\n4 0 1 5 4\n4 1 2 6 5\n4 2 3 7 6\n4 3 0 4 7\n";
   vc_ply p;
-  char err[256] = "";
-  CHECK(vc_ply_parse((const unsigned char *)text, sizeof text - 1, &p, err, sizeof err) == 0, "%s", err);
+  parse_ok(text, sizeof text - 1, &p);
   CHECK(p.n_tris == 12, "%lld triangles", (long long)p.n_tris);
   const double sizes[3] = {1.0, 0.5, 4.0 / 3.0};
   const int cells[3] = {5, 9, 4}; /* per axis: 0..4, 0..8, and 0..3 at size 4/3 */

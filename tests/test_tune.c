@@ -2,7 +2,7 @@
  * (choices with and without variants, malformed lines, CRLF endings, the old v1 file), the
  * file against a context's own vc_conv_tune, and the VOXCONV_ALGO_* environment over both. */
 #if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
-#define _POSIX_C_SOURCE 200809L /* mkdtemp, setenv */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #endif
 
 #include "vc_test.h"
@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 typedef struct tune_fixture {
   char dir[512];
@@ -20,15 +19,12 @@ typedef struct tune_fixture {
   vc_conv_args args;
 } tune_fixture;
 
-static const char *const pass_key[3] = {"forward", "backward_data", "backward_weight"};
-
 /* The cache key of the fixture's layer (include/voxconv.h documents its fields). */
 static void key_of(const tune_fixture *f, vc_pass pass, vc_dtype dt, char *key, size_t len) {
-  static const char *dts[] = {"f32", "f16", "bf16"};
   const int64_t pairs = vc_plan_pair_count(f->plan);
   const int lg = pairs > 1 ? (int)ceil(log2((double)pairs)) : 0;
-  snprintf(key, len, "cpu|host|%s|%d|%lld|%lld|%d|%s|f32", pass_key[pass], lg, (long long)f->args.in_channels,
-           (long long)f->args.out_channels, vc_plan_kernel_volume(f->plan), dts[dt]);
+  snprintf(key, len, "cpu|host|%s|%d|%lld|%lld|%d|%s|f32", vc_pass_name(pass), lg, (long long)f->args.in_channels,
+           (long long)f->args.out_channels, vc_plan_kernel_volume(f->plan), vc_dtype_name(dt));
 }
 
 static void write_file(const char *dir, const char *name, const char *text) {
@@ -40,12 +36,6 @@ static void write_file(const char *dir, const char *name, const char *text) {
     fputs(text, o);
     fclose(o);
   }
-}
-
-static void remove_file(const char *dir, const char *name) {
-  char path[700];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  remove(path);
 }
 
 /* A fresh context (it reads the environment and the cache file) with a small submanifold plan. */
@@ -79,7 +69,7 @@ static vc_algo algo_now(tune_fixture *f, vc_pass pass, vc_dtype dt) {
 #define EXPECT_ALGO(f, pass, dt, want, why)                                                                       \
   do {                                                                                                            \
     const vc_algo got_ = algo_now(f, pass, dt);                                                                   \
-    CHECK(got_ == (want), "%s %s: AUTO resolves to %s, want %s (%s)", pass_key[pass], vc_dtype_name(dt),          \
+    CHECK(got_ == (want), "%s %s: AUTO resolves to %s, want %s (%s)", vc_pass_name(pass), vc_dtype_name(dt),          \
           vc_algo_name(got_), vc_algo_name(want), why);                                                           \
   } while (0)
 
@@ -87,8 +77,7 @@ static vc_algo algo_now(tune_fixture *f, vc_pass pass, vc_dtype dt) {
  * an unknown algorithm, lines without a choice, and a CRLF line; the v1 file is not read. */
 static void test_tune_cache_lines(void) {
   tune_fixture f;
-  snprintf(f.dir, sizeof f.dir, "%s/vc_tests_tune.XXXXXX", vc_test_tmp_dir());
-  if (!mkdtemp(f.dir)) {
+  if (!vc_test_make_temp_dir(f.dir, sizeof f.dir, "vc_tests_tune")) {
     CHECK(false, "cannot create a temporary directory");
     return;
   }
@@ -146,9 +135,7 @@ static void test_tune_cache_lines(void) {
   fx_close(&f);
   if (was) setenv("VOXCONV_CACHE_DIR", saved, 1);
   else unsetenv("VOXCONV_CACHE_DIR");
-  remove_file(f.dir, "tune-v2.txt");
-  remove_file(f.dir, "tune-v1.txt");
-  rmdir(f.dir);
+  vc_test_remove_dir(f.dir);
 }
 
 /* The shipped table (src/core/tune_table.c, generated): every line is a key of nine fields
@@ -170,7 +157,7 @@ static bool shipped_line_ok(const char *line) {
     s += len + 1;
   }
   bool pass_ok = false, dt_ok = !strcmp(f[7], "f16") || !strcmp(f[7], "bf16") || !strcmp(f[7], "f32");
-  for (int p = 0; p < 3; p++) pass_ok = pass_ok || !strcmp(f[2], pass_key[p]);
+  for (int p = 0; p < 3; p++) pass_ok = pass_ok || !strcmp(f[2], vc_pass_name((vc_pass)p));
   if (n != 9 || strcmp(f[0], "cuda") || !pass_ok || !dt_ok || (strcmp(f[8], "f32") && strcmp(f[8], "tf32"))) return false;
   for (int i = 3; i < 7; i++)
     if (!f[i][0] || strspn(f[i], "0123456789") != strlen(f[i])) return false;

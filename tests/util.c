@@ -1,6 +1,7 @@
 /* util.c — the harness shared by vc_tests and vc_gpu_tests, random data and comparisons. */
 #include "vc_test.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <omp.h>
 #include <stdarg.h>
@@ -42,6 +43,24 @@ uint64_t vc_test_seed_from_env(void) {
 const char *vc_test_tmp_dir(void) {
   const char *t = getenv("TMPDIR");
   return t && *t ? t : "/tmp";
+}
+
+bool vc_test_make_temp_dir(char *buf, size_t len, const char *prefix) {
+  snprintf(buf, len, "%s/%s.XXXXXX", vc_test_tmp_dir(), prefix);
+  return mkdtemp(buf) != NULL;
+}
+
+void vc_test_remove_dir(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    unlink(path);
+  }
+  closedir(d);
+  rmdir(dir);
 }
 
 double vc_test_now_ms(void) {

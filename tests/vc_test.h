@@ -29,6 +29,10 @@ uint64_t vc_test_seed_from_env(void);
 double vc_test_now_ms(void);
 /* $TMPDIR, else /tmp. */
 const char *vc_test_tmp_dir(void);
+/* A new directory $TMPDIR/<prefix>.XXXXXX into buf; false when it cannot be made. */
+bool vc_test_make_temp_dir(char *buf, size_t len, const char *prefix);
+/* Removes a flat directory such as a tune cache: its files, then the directory. */
+void vc_test_remove_dir(const char *dir);
 
 typedef struct vc_test_runner {
   uint64_t seed;                       /* the run's VC_TEST_SEED */

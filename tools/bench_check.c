@@ -35,13 +35,6 @@ static void *host_tensor(const vc_dev *d, vc_dtype dt, const void *src, int64_t 
   return dev_to_host(d, src, (size_t)n * vc_dtype_size(dt));
 }
 
-static float *host_f32(const vc_dev *d, vc_dtype dt, const void *src, int64_t n) {
-  void *h = host_tensor(d, dt, src, n);
-  float *f = to_f32(dt, h, n);
-  free(h);
-  return f;
-}
-
 /* t's tensors (device) into h; the outputs must have been computed. */
 static void host_layer_fill(const vc_dev *d, const vc_plan *p, const vc_conv_args *a, const conv_tensors *t,
                             host_layer *h) {
@@ -49,8 +42,8 @@ static void host_layer_fill(const vc_dev *d, const vc_plan *p, const vc_conv_arg
                     .n_out = vc_plan_out_count(p), .ci = a->in_channels, .co = a->out_channels};
   const int64_t wn = h->co * h->kvol * h->ci;
   dev_kernel_map(d, p, &h->off, &h->in_idx, &h->out_idx);
-  h->w = host_f32(d, h->dt, t->w, wn);
-  h->b = t->b ? host_f32(d, h->dt, t->b, h->co) : NULL;
+  h->w = dev_to_f32(d, h->dt, t->w, wn);
+  h->b = t->b ? dev_to_f32(d, h->dt, t->b, h->co) : NULL;
   h->x = host_tensor(d, h->dt, t->x, h->n_in * h->ci), h->dx = host_tensor(d, h->dt, t->dx, h->n_in * h->ci);
   h->dy = host_tensor(d, h->dt, t->dy, h->n_out * h->co), h->y = host_tensor(d, h->dt, t->y, h->n_out * h->co);
   h->dw = host_tensor(d, h->dt, t->dw, wn), h->db = host_tensor(d, h->dt, t->db, h->co);

@@ -71,8 +71,7 @@ static void s_shell_build(bench_env *e, s_shell *sh, int res) {
   int64_t n = 0;
   int32_t *host = vc_shape_shell(res, 0, &n);
   if (!host) fprintf(stderr, "voxconv: shell at res %d: out of host memory\n", res), exit(1);
-  int32_t *coords = dev_alloc(&e->dev, (size_t)n * 4 * sizeof *coords);
-  dev_upload(&e->dev, coords, host, (size_t)n * 4 * sizeof *coords);
+  int32_t *coords = dev_from_host(&e->dev, host, (size_t)n * 4 * sizeof *coords);
   free(host);
   sh->pb = (plan_build){&e->dev, {0}, coords, n, NULL, NULL};
   vc_conv_desc_init(&sh->pb.desc, VC_CONV_SUBMANIFOLD, 3, 1, -1, 1);

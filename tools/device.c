@@ -186,6 +186,19 @@ void *dev_to_host(const vc_dev *d, const void *src, size_t bytes) {
   return h;
 }
 
+void *dev_from_host(const vc_dev *d, const void *src, size_t bytes) {
+  void *p = dev_alloc(d, bytes);
+  dev_upload(d, p, src, bytes);
+  return p;
+}
+
+float *dev_to_f32(const vc_dev *d, vc_dtype dt, const void *src, int64_t n) {
+  void *h = dev_to_host(d, src, (size_t)n * vc_dtype_size(dt));
+  float *f = to_f32(dt, h, n);
+  free(h);
+  return f;
+}
+
 void dev_poison(const vc_dev *d, void *p, size_t bytes) {
 #ifdef VC_HAVE_CUDA
   if (d->cuda) {
@@ -209,8 +222,7 @@ void *dev_random(const vc_dev *d, vc_dtype dt, int64_t n, double scale) {
   void *h = tensor_random(dt, n, scale);
   if (!d->cuda) return h;
   const size_t bytes = (size_t)n * vc_dtype_size(dt);
-  void *p = dev_alloc(d, bytes);
-  dev_upload(d, p, h, bytes);
+  void *p = dev_from_host(d, h, bytes);
   free(h);
   return p;
 }
@@ -347,11 +359,12 @@ void dev_pass(const vc_dev *d, const vc_plan *p, const vc_conv_args *a, vc_pass 
 
 void dev_kernel_map(const vc_dev *d, const vc_plan *p, int64_t **off, int32_t **in, int32_t **out) {
   const size_t bytes = (size_t)vc_plan_pair_count(p) * sizeof(int32_t);
-  int32_t *din = dev_alloc(d, bytes), *dout = dev_alloc(d, bytes);
+  int32_t *din = in ? dev_alloc(d, bytes) : NULL, *dout = dev_alloc(d, bytes);
   *off = xmalloc((size_t)(vc_plan_kernel_volume(p) + 1) * sizeof **off);
   check(d->ctx, vc_plan_kernel_map(p, *off, din, dout, d->stream));
   dev_sync(d);
-  *in = dev_to_host(d, din, bytes), *out = dev_to_host(d, dout, bytes);
+  if (in) *in = dev_to_host(d, din, bytes);
+  *out = dev_to_host(d, dout, bytes);
   dev_free(d, din), dev_free(d, dout);
 }
 

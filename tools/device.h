@@ -40,6 +40,8 @@ void dev_free(const vc_dev *d, void *p); /* NULL is fine */
 void dev_upload(const vc_dev *d, void *dst, const void *src, size_t bytes);
 void dev_download(const vc_dev *d, void *dst, const void *src, size_t bytes);
 void *dev_to_host(const vc_dev *d, const void *src, size_t bytes); /* a malloc'd host copy */
+void *dev_from_host(const vc_dev *d, const void *src, size_t bytes); /* a new device copy */
+float *dev_to_f32(const vc_dev *d, vc_dtype dt, const void *src, int64_t n); /* malloc'd, in f32 */
 void dev_poison(const vc_dev *d, void *p, size_t bytes);          /* all-ones bytes: NaN */
 void dev_sync(const vc_dev *d);
 
@@ -84,7 +86,8 @@ typedef struct plan_build {
 double plan_timed(void *arg);
 
 /* Host copies of p's kernel map (vc_plan_kernel_map): *off [K + 1], the input rows *in and
- * the output rows *out of every pair; malloc'd, the caller frees them. */
+ * the output rows *out of every pair; malloc'd, the caller frees them. in == NULL skips the
+ * input rows. */
 void dev_kernel_map(const vc_dev *d, const vc_plan *p, int64_t **off, int32_t **in, int32_t **out);
 
 /* Re-runs c, a call on device d, with VC_ALGO_REFERENCE on ref_ctx and ref_plan (a CPU

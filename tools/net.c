@@ -133,8 +133,7 @@ static void next_sites(net *nt, int i, sites *s) {
 }
 
 static void net_plans(net *nt, const int32_t *coords, int64_t n) {
-  sites s = {dev_alloc(nt->dev, (size_t)n * 4 * sizeof(int32_t)), (int32_t *)coords, n, false};
-  dev_upload(nt->dev, s.dev, coords, (size_t)n * 4 * sizeof(int32_t));
+  sites s = {dev_from_host(nt->dev, coords, (size_t)n * 4 * sizeof(int32_t)), (int32_t *)coords, n, false};
   for (int i = 0; i < nt->n_layers; i++) {
     net_layer *L = &nt->L[i];
     vc_progress("%s: kernel maps, layer %d/%d (%s)", nt->what, i + 1, nt->n_layers, L->s.name);
@@ -169,9 +168,10 @@ static void net_tensors(net *nt) {
     const size_t need = conv_ws_most(d->ctx, L->plan, &L->args);
     ws = need > ws ? need : ws;
   }
-  nt->x = dev_random(d, nt->dt, nt->n * nt->in_channels, 1.0);
+  const int64_t nx = nt->L[0].n_in * nt->L[0].s.ci; /* the input features */
+  nt->x = dev_random(d, nt->dt, nx, 1.0);
   if (nt->train) {
-    nt->dx = dev_poisoned(d, nt->dt, nt->n * nt->in_channels);
+    nt->dx = dev_poisoned(d, nt->dt, nx);
     nt->dz = dev_poisoned(d, nt->dt, scratch);
   }
   nt->ws = (workspace){dev_alloc(d, ws), ws};
@@ -181,7 +181,7 @@ void net_create(net *nt, vc_dev *dev, vc_dtype dt, const net_spec *specs, int n_
                 int64_t n, bool train, bool check_passes, const char *what) {
   memset(nt, 0, sizeof *nt);
   nt->dev = dev, nt->dt = dt, nt->train = train, nt->check = check_passes, nt->what = what;
-  nt->n = n, nt->in_channels = specs[0].ci, nt->n_layers = n_layers;
+  nt->n_layers = n_layers;
   for (int i = 0; i < n_layers; i++) nt->L[i].s = specs[i], nt->L[i].err = -1;
   if (check_passes) check(NULL, vc_context_create(VC_DEVICE_CPU, 0, &nt->ref_ctx));
   net_plans(nt, coords, n);
@@ -276,12 +276,10 @@ void net_run(net *nt, int warmup, int reps) {
 double net_loss(const net *nt) {
   const net_layer *top = &nt->L[nt->n_layers - 1];
   const int64_t n = top->n_out * top->s.co;
-  const size_t bytes = (size_t)n * vc_dtype_size(nt->dt);
-  void *hy = dev_to_host(nt->dev, top->z, bytes), *hg = dev_to_host(nt->dev, top->ga, bytes);
-  float *y = to_f32(nt->dt, hy, n), *g = to_f32(nt->dt, hg, n);
+  float *y = dev_to_f32(nt->dev, nt->dt, top->z, n), *g = dev_to_f32(nt->dev, nt->dt, top->ga, n);
   double loss = 0;
   for (int64_t i = 0; i < n; i++) loss += (double)y[i] * g[i];
-  free(hy), free(hg), free(y), free(g);
+  free(y), free(g);
   return loss;
 }
 

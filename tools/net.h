@@ -73,7 +73,6 @@ typedef struct net {
   vc_context *ref_ctx; /* the reference CPU context (checks only) */
   int n_layers;
   net_layer L[NET_MAX_LAYERS];
-  int64_t n, in_channels; /* input sites and feature channels */
   void *x, *dx, *dz;      /* input features, their gradient, scratch for d loss / d conv output */
   workspace ws, ref_ws;   /* device memory; host memory */
   double ref_ms;          /* spent in the reference checks */

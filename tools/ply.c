@@ -72,7 +72,7 @@ typedef struct ply_header {
   ply_prop *props;
   size_t n_props, cap_props;
   size_t body;                     /* offset of the first body byte */
-  ply_elem *vertex, *face;         /* set once the header is complete (elems grows until then) */
+  ply_elem *vertex;                /* set once the header is complete (elems grows until then) */
   bool has_vertex, has_face;       /* declared (flags: a header may hold millions of elements) */
   bool has_role[ROLE_INDICES + 1]; /* declared: x, y, z on the vertex element, the face list */
 } ply_header;
@@ -91,10 +91,9 @@ static void printable(char *dst, size_t cap, const char *s, size_t n) {
   dst[k] = '\0';
 }
 
-/* Grows *p (of *cap elements of `size` bytes) to hold one more; false when out of memory. */
-static bool grow(void **p, size_t *cap, size_t n, size_t size) {
+bool vc_ply_grow(void **p, size_t *cap, size_t n, size_t size, size_t first) {
   if (n < *cap) return true;
-  size_t c = *cap ? 2 * *cap : 8;
+  size_t c = *cap ? 2 * *cap : first;
   void *q = realloc(*p, c * size);
   if (!q) return false;
   *p = q, *cap = c;
@@ -155,7 +154,7 @@ static int header_line(ply_header *h, char **tok, int nt, long long line, char *
     if ((vertex && h->has_vertex) || (face && h->has_face))
       return vc_ply_error(err, el, "header line %lld: second '%s' element", line, tok[1]);
     h->has_vertex = h->has_vertex || vertex, h->has_face = h->has_face || face;
-    if (!grow((void **)&h->elems, &h->cap_elems, h->n_elems, sizeof *h->elems))
+    if (!vc_ply_grow((void **)&h->elems, &h->cap_elems, h->n_elems, sizeof *h->elems, 8))
       return vc_ply_error(err, el, "out of memory");
     ply_elem *e = &h->elems[h->n_elems++];
     memset(e, 0, sizeof *e);
@@ -197,7 +196,7 @@ static int header_line(ply_header *h, char **tok, int nt, long long line, char *
         return vc_ply_error(err, el, "header line %lld: second vertex index list in 'face'", line);
       h->has_role[ROLE_INDICES] = true;
     }
-    if (!grow((void **)&h->props, &h->cap_props, h->n_props, sizeof *h->props))
+    if (!vc_ply_grow((void **)&h->props, &h->cap_props, h->n_props, sizeof *h->props, 8))
       return vc_ply_error(err, el, "out of memory");
     h->props[h->n_props++] = pr;
     e->n_props++;
@@ -253,10 +252,8 @@ static int parse_header(const unsigned char *d, size_t len, ply_header *h, char 
     goto done;
   }
   h->body = pos;
-  for (size_t i = 0; i < h->n_elems; i++) {
+  for (size_t i = 0; i < h->n_elems; i++)
     if (h->elems[i].is_vertex) h->vertex = &h->elems[i];
-    if (h->elems[i].is_face) h->face = &h->elems[i];
-  }
   if (h->format == FMT_NONE) rc = vc_ply_error(err, el, "header has no 'format' line");
   else if (!h->vertex) rc = vc_ply_error(err, el, "header has no 'vertex' element");
   else if (!h->has_role[ROLE_X]) rc = vc_ply_error(err, el, "vertex element has no 'x' property");
@@ -409,7 +406,7 @@ static int read_face(cursor *c, const ply_prop *pr, int64_t n_vertices, tri_list
     }
     int64_t idx = (int64_t)v;
     if (k >= 2) {
-      if (!grow((void **)&t->v, &t->cap, t->n, 3 * sizeof *t->v))
+      if (!vc_ply_grow((void **)&t->v, &t->cap, t->n, 3 * sizeof *t->v, 8))
         return vc_ply_error(c->err, c->err_len, "out of memory");
       int64_t *r = t->v + 3 * t->n++;
       r[0] = first, r[1] = prev, r[2] = idx;
@@ -494,14 +491,9 @@ int vc_ply_read(const char *path, vc_ply *out, char *err, size_t err_len) {
   size_t len = 0, cap = 0;
   int rc = 0;
   for (;;) {
-    if (len == cap) {
-      size_t c = cap ? 2 * cap : (size_t)1 << 16;
-      unsigned char *b = realloc(buf, c);
-      if (!b) {
-        rc = vc_ply_error(err, err_len, "out of memory");
-        break;
-      }
-      buf = b, cap = c;
+    if (!vc_ply_grow((void **)&buf, &cap, len, 1, (size_t)1 << 16)) {
+      rc = vc_ply_error(err, err_len, "out of memory");
+      break;
     }
     size_t got = fread(buf + len, 1, cap - len, f);
     len += got;

@@ -22,6 +22,7 @@
 #ifndef VC_TOOLS_PLY_H
 #define VC_TOOLS_PLY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -86,6 +87,10 @@ uint64_t vc_site_key(int64_t b, int64_t x, int64_t y, int64_t z);
  * [*n, 4] list (never NULL on success, even for no sites). Takes keys, a malloc'd array, and
  * frees it. NULL (and *n = 0) when out of memory. */
 int32_t *vc_sites_from_keys(uint64_t *keys, int64_t count, int64_t *n);
+
+/* Grows *p (of *cap elements of `size` bytes, `first` of them at the first growth) to hold
+ * element n; false when out of memory (*p stays as it was). */
+bool vc_ply_grow(void **p, size_t *cap, size_t n, size_t size, size_t first);
 
 /* The failure convention of this header: formats one line into err (when err_len > 0) and
  * returns -1. */

@@ -189,8 +189,8 @@ static void input_free(input *in) {
  * neighbour there, as three dx rows of three dy blocks of three dz values. */
 static void print_neighbours(const vc_dev *d, const vc_plan *p) {
   int64_t *off = NULL;
-  int32_t *in = NULL, *out = NULL;
-  dev_kernel_map(d, p, &off, &in, &out);
+  int32_t *out = NULL;
+  dev_kernel_map(d, p, &off, NULL, &out);
   const int64_t n = vc_plan_out_count(p), pairs = vc_plan_pair_count(p);
   int32_t *count = xcalloc((size_t)n, sizeof *count);
   for (int64_t k = 0; k < pairs; k++) count[out[k]]++;
@@ -213,7 +213,7 @@ static void print_neighbours(const vc_dev *d, const vc_plan *p) {
     }
     printf("\n");
   }
-  free(off), free(in), free(out), free(count);
+  free(off), free(out), free(count);
 }
 
 /* ---- the run ----------------------------------------------------------------------------- */
@@ -234,7 +234,7 @@ static void print_totals(const net *nt, const net_total *t, int64_t voxels) {
 static void print_intro(const net *nt, int reps, int warmup) {
   if (o_net == NET_UNET)
     printf("network: unet of depth %lld and width %lld: %d layers, %lld -> %lld channels\n", o_layers, o_channels,
-           nt->n_layers, (long long)nt->in_channels, (long long)nt->L[nt->n_layers - 1].s.co);
+           nt->n_layers, (long long)nt->L[0].s.ci, (long long)nt->L[nt->n_layers - 1].s.co);
   else printf("network: stack of %d submanifold 3x3x3 layers, %lld channels\n", nt->n_layers, o_channels);
   printf("dtype %s, %s; times are medians of %d runs after %d warm-up run%s\n", dtype_names[nt->dt],
          nt->train ? "training (forward + backward)" : "inference (forward)", reps, warmup, warmup == 1 ? "" : "s");

@@ -202,7 +202,6 @@ static double bcpu_sgemm(int64_t pairs, int64_t c, int reps, double *ms) {
 
 typedef struct bcpu_case {
   const vc_dev *dev;
-  vc_context *ctx;
   const vc_plan *plan;
   vc_dtype dt;
   int64_t n, c;
@@ -216,7 +215,7 @@ static conv_call bcpu_call(bcpu_case *bc, vc_pass pass) {
   vc_conv_args_init(&args, bc->c, bc->c, bc->dt);
   args.algo = VC_ALGO_EXPLICIT;
   const conv_tensors t = {bc->x, bc->w, bc->b, bc->dy, bc->y, bc->dx, bc->dw, bc->db};
-  return conv_call_for(bc->ctx, bc->plan, &args, pass, &t, &bc->ws, NULL);
+  return conv_call_for(bc->dev->ctx, bc->plan, &args, pass, &t, &bc->ws, NULL);
 }
 
 static void bcpu_tensors(bcpu_case *bc) {
@@ -246,7 +245,7 @@ static double bcpu_passes(bcpu_case *bc, int64_t pairs, int reps, double sgemm_r
     ws_reserve(&c);
     const double ms = median_ms(conv_timed, &c, 1, reps);
     const double rate = 2.0 * (double)pairs * (double)bc->c * (double)bc->c / ms * 1e-6;
-    const double err = dev_reference_error(bc->dev, &c, bc->ctx, bc->plan, &bc->ref_ws);
+    const double err = dev_reference_error(bc->dev, &c, bc->dev->ctx, bc->plan, &bc->ref_ws);
     const double pct = 100.0 * rate / sgemm_rate;
     printf("%-16s %10.3f %10.2f %9.1f%% %14.3e\n", pass_names[p], ms, rate, pct, err);
     if (!(err <= tolerance(bc->dt, VC_MATH_F32))) {
@@ -280,7 +279,7 @@ static int bcpu_run(int res, int64_t c, int reps, vc_dtype dt) {
   rng_seed(1);
   vc_dev dev;
   dev_open(&dev, DEVICE_CPU);
-  bcpu_case bc = {.dev = &dev, .ctx = dev.ctx, .dt = dt, .c = c};
+  bcpu_case bc = {.dev = &dev, .dt = dt, .c = c};
   plan_build pb = {&dev, {0}, NULL, 0, NULL, NULL};
   vc_conv_desc_init(&pb.desc, VC_CONV_SUBMANIFOLD, 3, 1, -1, 1);
   int32_t *coords = vc_shape_shell(res, 0, &pb.n);

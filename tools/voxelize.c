@@ -81,12 +81,7 @@ typedef struct key_list {
 } key_list;
 
 static bool push(key_list *l, const int64_t v[3]) {
-  if (l->n == l->cap) {
-    size_t cap = l->cap ? 2 * l->cap : 1024;
-    uint64_t *w = realloc(l->v, cap * sizeof *w);
-    if (!w) return false;
-    l->v = w, l->cap = cap;
-  }
+  if (!vc_ply_grow((void **)&l->v, &l->cap, l->n, sizeof *l->v, 1024)) return false;
   l->v[l->n++] = vc_site_key(l->batch, v[0], v[1], v[2]);
   return true;
 }

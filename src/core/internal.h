@@ -182,8 +182,8 @@ struct vc_backend {
   /* Copies `bytes` of plan memory to caller memory of the same device. */
   vc_status (*copy_out)(const vc_plan *p, void *dst, const void *src, size_t bytes,
                         void *stream);
-  /* The execute functions and the workspace size receive a resolved a->algo and its
-   * `variant` (see vc_choice). */
+  /* The execute functions and the workspace size receive a resolved a->algo, and those with
+   * tunable variants (see vc_choice) the variant. */
   vc_status (*workspace_size)(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int variant,
                               size_t *bytes);
   vc_status (*forward)(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, int variant,
@@ -192,7 +192,7 @@ struct vc_backend {
   vc_status (*backward_data)(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, int variant,
                              const void *dy, const void *w, void *dx, void *ws,
                              size_t ws_bytes, void *stream);
-  vc_status (*backward_weight)(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, int variant,
+  vc_status (*backward_weight)(vc_context *ctx, const vc_plan *p, const vc_conv_args *a,
                                const void *x, const void *dy, void *dw, void *db, void *ws,
                                size_t ws_bytes, void *stream);
   /* Algorithm choice (tune.c). Every function below receives a resolved a->algo where it
@@ -209,11 +209,11 @@ struct vc_backend {
    * (-1 for a name that is no variant). NULL when `variants` is. */
   void (*variant_name)(int variant, char buf[32]);
   int (*variant_parse)(const char *name);
-  /* Milliseconds of one pass with a->algo and `variant` on random data, the median of 5 runs
-   * after a warm-up (allocates, synchronises). NULL when `algos` never lists two tunable
-   * candidates: vc_conv_tune times nothing then. */
-  vc_status (*time_pass)(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, int variant, vc_pass pass,
-                         void *stream, double *ms);
+  /* Milliseconds of one pass for each of the n candidate choices (ms[i] for cand[i]), on
+   * one set of random data: the median of 5 runs after a warm-up (allocates, synchronises).
+   * NULL when `algos` never lists two tunable candidates: vc_conv_tune times nothing then. */
+  vc_status (*time_choices)(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, vc_pass pass,
+                            const vc_choice *cand, int n, void *stream, double *ms);
   const char *(*device_name)(vc_context *ctx); /* for the tune key: the device, and anything
                                                   that changes the candidates or their timing */
 };

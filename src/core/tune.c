@@ -79,14 +79,20 @@ static void cache_path(char path[1024]) {
   snprintf(path, 1024, "%s/tune-v2.txt", dir);
 }
 
+static vc_tune_entry *cache_get(const vc_context *ctx, const char *key) {
+  for (int i = 0; i < ctx->tune_count; i++)
+    if (!strcmp(ctx->tune[i].key, key)) return &ctx->tune[i];
+  return NULL;
+}
+
 /* `to_file`: the choice is also the file's for this key; otherwise the file keeps what it had. */
 static void cache_put(vc_context *ctx, const char *key, vc_choice c, bool to_file) {
-  for (int i = 0; i < ctx->tune_count; i++)
-    if (!strcmp(ctx->tune[i].key, key)) {
-      ctx->tune[i].pick = c;
-      if (to_file) ctx->tune[i].file_pick = c;
-      return;
-    }
+  vc_tune_entry *hit = cache_get(ctx, key);
+  if (hit) {
+    hit->pick = c;
+    if (to_file) hit->file_pick = c;
+    return;
+  }
   if (ctx->tune_count == ctx->tune_cap) {
     int cap = ctx->tune_cap ? 2 * ctx->tune_cap : 32;
     vc_tune_entry *t = realloc(ctx->tune, (size_t)cap * sizeof *t);
@@ -169,11 +175,6 @@ static vc_status cache_save(vc_context *ctx) {
   return VC_OK;
 }
 
-static const vc_tune_entry *cache_get(const vc_context *ctx, const char *key) {
-  for (int i = 0; i < ctx->tune_count; i++)
-    if (!strcmp(ctx->tune[i].key, key)) return &ctx->tune[i];
-  return NULL;
-}
 
 void vc_tune_release(vc_context *ctx) {
   free(ctx->tune);
@@ -215,8 +216,7 @@ vc_status vc_resolve_algo(vc_context *ctx, const vc_plan *p, const vc_conv_args 
     tune_key(p, a, pass, key, sizeof key);
     hit = cache_get(ctx, key);
   }
-  vc_choice pick = {be->heuristic(p, a, pass), 0};
-  if (hit && backend_has(p, a, pass, hit->pick.algo)) pick = hit->pick;
+  vc_choice pick = hit && backend_has(p, a, pass, hit->pick.algo) ? hit->pick : (vc_choice){be->heuristic(p, a, pass), 0};
   if (ctx->deterministic && !be->deterministic(pick.algo, pass)) {
     vc_algo list[8];
     int n_tunable, n = be->algos(p, a, pass, list, &n_tunable);
@@ -267,13 +267,12 @@ vc_status vc_conv_tune(vc_context *ctx, const vc_plan *p, const vc_conv_args *ar
   }
   if (n == 0) return vc_fail(ctx, VC_ERR_INTERNAL, "vc_conv_tune: no candidate algorithm");
   vc_choice win = cand[0];
-  double best_ms = INFINITY;
-  for (int i = 0; n > 1 && i < n; i++) { /* one candidate needs no timing */
-    double ms;
-    a.algo = cand[i].algo;
-    s = ctx->backend->time_pass(ctx, p, &a, cand[i].variant, pass, stream, &ms);
+  if (n > 1) { /* one candidate needs no timing */
+    double ms[8 * VC_VARIANTS_MAX];
+    s = ctx->backend->time_choices(ctx, p, &a, pass, cand, n, stream, ms);
     if (s != VC_OK) return s;
-    if (ms < best_ms) best_ms = ms, win = cand[i];
+    for (int i = 1; i < n; i++)
+      if (ms[i] < ms[0]) ms[0] = ms[i], win = cand[i];
   }
   if (best) *best = win.algo;
   /* The file is shared by every context under this key: only a race among all candidates

@@ -31,6 +31,6 @@ const vc_backend vc_cpu_backend = {
     .algos = vc_cpu_algos,
     .heuristic = vc_cpu_heuristic,
     .deterministic = vc_cpu_deterministic,
-    .time_pass = NULL, /* one tuning candidate: nothing to time */
+    .time_choices = NULL, /* one tuning candidate: nothing to time */
     .device_name = vc_cpu_device_name,
 };

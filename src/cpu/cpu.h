@@ -62,11 +62,12 @@ void vc_cpu_gather_gemm_scatter(const vc_plan *p, const void *src, vc_dtype dt, 
                                 int64_t c_dst, bool forward, float *acc, float *ga, float *gc);
 
 /* ---- the passes: conv_forward.c, conv_backward_data.c, conv_backward_weight.c ---- */
+/* variant: unused (the CPU backend has no variants; the dispatch table passes one) */
 vc_status vc_cpu_forward(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, int variant, const void *x,
                          const void *w, const void *bias, void *y, void *ws, size_t ws_bytes, void *stream);
 vc_status vc_cpu_backward_data(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, int variant, const void *dy,
                                const void *w, void *dx, void *ws, size_t ws_bytes, void *stream);
-vc_status vc_cpu_backward_weight(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, int variant, const void *x,
+vc_status vc_cpu_backward_weight(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, const void *x,
                                  const void *dy, void *dw, void *db, void *ws, size_t ws_bytes,
                                  void *stream);
 

@@ -6,7 +6,7 @@ int vc_cpu_algos(const vc_plan *p, const vc_conv_args *a, vc_pass pass, vc_algo 
   (void)p, (void)a, (void)pass;
   out[0] = VC_ALGO_EXPLICIT;
   out[1] = VC_ALGO_REFERENCE; /* the oracle: runnable, never a tuning candidate */
-  *n_tunable = 1;             /* so vc_conv_tune times nothing: the backend has no time_pass */
+  *n_tunable = 1;             /* so vc_conv_tune times nothing: the backend has no time_choices */
   return 2;
 }
 

@@ -119,10 +119,9 @@ static vc_status cuda_backward_data(vc_context *ctx, const vc_plan *p, const vc_
   return run(ctx, p, a, variant, VC_PASS_BACKWARD_DATA, dy, w, NULL, dx, NULL, ws, stream);
 }
 
-static vc_status cuda_backward_weight(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, int variant,
-                                      const void *x, const void *dy, void *dw, void *db, void *ws, size_t ws_bytes,
-                                      void *stream) {
-  return run(ctx, p, a, variant, VC_PASS_BACKWARD_WEIGHT, x, dy, NULL, dw, db, ws, stream);
+static vc_status cuda_backward_weight(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, const void *x,
+                                      const void *dy, void *dw, void *db, void *ws, size_t ws_bytes, void *stream) {
+  return run(ctx, p, a, 0, VC_PASS_BACKWARD_WEIGHT, x, dy, NULL, dw, db, ws, stream);
 }
 
 /* masked exists on sm_90 devices only; where its kernels do not apply (f32, channels off
@@ -141,12 +140,9 @@ static int cuda_algos(const vc_plan *p, const vc_conv_args *a, vc_pass pass, vc_
  * tf32's forward and dgrad on sm_90 where the channels suit the wgmma kernels (elsewhere
  * masked would run the exact FFMA kernel); cuBLAS for exact f32 and the rest of tf32. */
 static vc_algo cuda_heuristic(const vc_plan *p, const vc_conv_args *a, vc_pass pass) {
-  const bool masked = vc_cuda(p->ctx)->masked;
+  const bool masked = vc_cuda(p->ctx)->masked && vc_cuda_masked_kernels(a, pass);
   if (a->dtype == VC_DTYPE_F32)
-    return masked && a->math == VC_MATH_TF32 && pass != VC_PASS_BACKWARD_WEIGHT && a->in_channels % 8 == 0 &&
-                   a->out_channels % 8 == 0
-               ? VC_ALGO_MASKED
-               : VC_ALGO_EXPLICIT;
+    return masked && a->in_channels % 8 == 0 && a->out_channels % 8 == 0 ? VC_ALGO_MASKED : VC_ALGO_EXPLICIT;
   return masked ? VC_ALGO_MASKED : VC_ALGO_IMPLICIT;
 }
 
@@ -161,8 +157,8 @@ static bool cuda_deterministic(vc_algo algo, vc_pass pass) {
  * environment fixes the shape or the masked kernels do not run this dtype. */
 static int cuda_variants(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int out[]) {
   const vc_cuda_state *cs = vc_cuda(p->ctx);
-  const bool kernels = a->dtype != VC_DTYPE_F32 || a->math == VC_MATH_TF32;
-  if (a->algo != VC_ALGO_MASKED || pass == VC_PASS_BACKWARD_WEIGHT || !kernels || cs->masked_bn || cs->masked_split)
+  if (a->algo != VC_ALGO_MASKED || pass == VC_PASS_BACKWARD_WEIGHT || !vc_cuda_masked_kernels(a, pass) ||
+      cs->masked_bn || cs->masked_split)
     return 0;
   return vc_cuda_masked_variants(p, a, pass, out);
 }
@@ -185,15 +181,23 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-static vc_status cuda_time_pass(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, int variant, vc_pass pass,
-                                void *stream, double *ms) {
+/* One set of random buffers for all candidates (the workspace at the largest any of them
+ * needs); each candidate: a warm-up, then the median of 5 runs. */
+static vc_status cuda_time_choices(vc_context *ctx, const vc_plan *p, const vc_conv_args *args, vc_pass pass,
+                                   const vc_choice *cand, int n, void *stream, double *ms) {
   const cudaStream_t s = (cudaStream_t)stream;
-  const int64_t es = (int64_t)vc_dtype_size(a->dtype), ci = a->in_channels, co = a->out_channels;
+  vc_conv_args a = *args;
+  const int64_t es = (int64_t)vc_dtype_size(a.dtype), ci = a.in_channels, co = a.out_channels;
   /* x, w, bias, dy, the pass's output (y, dx or dw: room for the largest), db */
   const int64_t nx = p->n_in * ci, nw = co * p->kvol * ci, ny = p->n_out * co;
   const int64_t sizes[6] = {nx, nw, co, ny, nx > ny ? (nx > nw ? nx : nw) : (ny > nw ? ny : nw), co};
   size_t ws_bytes = 0;
-  cuda_workspace_size(p, a, pass, variant, &ws_bytes);
+  for (int c = 0; c < n; c++) {
+    size_t b = 0;
+    a.algo = cand[c].algo;
+    cuda_workspace_size(p, &a, pass, cand[c].variant, &b);
+    if (b > ws_bytes) ws_bytes = b;
+  }
   void *buf[7] = {0};
   vc_status st = use_device(ctx);
   for (int i = 0; i < 6 && st == VC_OK; i++) {
@@ -208,29 +212,31 @@ static vc_status cuda_time_pass(vc_context *ctx, const vc_plan *p, const vc_conv
     cudaGetLastError();
     st = vc_fail(ctx, VC_ERR_OUT_OF_MEMORY, "vc_conv_tune: allocating the workspace failed");
   }
-  double t[6];
   cudaEvent_t e0 = NULL, e1 = NULL;
   if (st == VC_OK && (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess))
     st = vc_fail(ctx, VC_ERR_DEVICE, "vc_conv_tune: cudaEventCreate failed");
-  for (int rep = 0; rep < 6 && st == VC_OK; rep++) { /* rep 0 warms up */
-    cudaEventRecord(e0, s);
-    if (pass == VC_PASS_FORWARD) st = run(ctx, p, a, variant, pass, buf[0], buf[1], buf[2], buf[4], NULL, buf[6], stream);
-    else if (pass == VC_PASS_BACKWARD_DATA)
-      st = run(ctx, p, a, variant, pass, buf[3], buf[1], NULL, buf[4], NULL, buf[6], stream);
-    else st = run(ctx, p, a, variant, pass, buf[0], buf[3], NULL, buf[4], buf[5], buf[6], stream);
-    cudaEventRecord(e1, s);
-    float f = 0;
-    if (st == VC_OK && (cudaEventSynchronize(e1) != cudaSuccess || cudaEventElapsedTime(&f, e0, e1) != cudaSuccess))
-      st = vc_fail(ctx, VC_ERR_DEVICE, "vc_conv_tune: timing failed: %s", cudaGetErrorString(cudaGetLastError()));
-    t[rep] = f;
+  for (int c = 0; c < n && st == VC_OK; c++) {
+    const int v = cand[c].variant;
+    double t[6];
+    a.algo = cand[c].algo;
+    for (int rep = 0; rep < 6 && st == VC_OK; rep++) { /* rep 0 warms up */
+      cudaEventRecord(e0, s);
+      if (pass == VC_PASS_FORWARD) st = run(ctx, p, &a, v, pass, buf[0], buf[1], buf[2], buf[4], NULL, buf[6], stream);
+      else if (pass == VC_PASS_BACKWARD_DATA) st = run(ctx, p, &a, v, pass, buf[3], buf[1], NULL, buf[4], NULL, buf[6], stream);
+      else st = run(ctx, p, &a, v, pass, buf[0], buf[3], NULL, buf[4], buf[5], buf[6], stream);
+      cudaEventRecord(e1, s);
+      float f = 0;
+      if (st == VC_OK && (cudaEventSynchronize(e1) != cudaSuccess || cudaEventElapsedTime(&f, e0, e1) != cudaSuccess))
+        st = vc_fail(ctx, VC_ERR_DEVICE, "vc_conv_tune: timing failed: %s", cudaGetErrorString(cudaGetLastError()));
+      t[rep] = f;
+    }
+    qsort(t + 1, 5, sizeof(double), cmp_double);
+    ms[c] = t[3];
   }
   if (e0) cudaEventDestroy(e0);
   if (e1) cudaEventDestroy(e1);
   for (int i = 0; i < 7; i++) cudaFree(buf[i]);
-  if (st != VC_OK) return st;
-  qsort(t + 1, 5, sizeof(double), cmp_double);
-  *ms = t[3];
-  return VC_OK;
+  return st;
 }
 
 extern "C" {
@@ -252,7 +258,7 @@ const vc_backend vc_cuda_backend = {
     cuda_variants,
     vc_cuda_masked_variant_name,
     vc_cuda_masked_variant_parse,
-    cuda_time_pass,
+    cuda_time_choices,
     cuda_device_name,
 };
 }

@@ -373,15 +373,24 @@ extern "C" size_t vc_cuda_implicit_workspace(const vc_plan *p, const vc_conv_arg
   const size_t own = imp_layout(p, a, pass, NULL, NULL);
   /* masked's forward and dgrad hold split partials where they split (and tf32's dgrad its
    * transposed weight); its 16-bit wgrad split slices */
-  const bool masked = a->algo == VC_ALGO_MASKED && vc_cuda(p->ctx)->masked;
-  const bool wgrad = pass == VC_PASS_BACKWARD_WEIGHT, tf32 = a->dtype == VC_DTYPE_F32 && a->math == VC_MATH_TF32;
-  const size_t masked_ws = !masked || (a->dtype == VC_DTYPE_F32 && (wgrad || !tf32)) ? 0
-                           : wgrad                                                    ? vc_cuda_masked_wgrad_workspace(p, a)
-                                                                                      : vc_cuda_masked_workspace(p, a, pass, variant);
+  const bool masked = a->algo == VC_ALGO_MASKED && vc_cuda(p->ctx)->masked && vc_cuda_masked_kernels(a, pass);
+  const size_t masked_ws = !masked                              ? 0
+                           : pass == VC_PASS_BACKWARD_WEIGHT ? vc_cuda_masked_wgrad_workspace(p, a)
+                                                             : vc_cuda_masked_workspace(p, a, pass, variant);
   return own > masked_ws ? own : masked_ws;
 }
 
 static bool aligned16(const void *ptr) { return ((uintptr_t)ptr & 15) == 0; }
+
+imp_args imp_shape(const vc_plan *p, const vc_conv_args *a, vc_pass pass) {
+  imp_args q;
+  memset(&q, 0, sizeof q);
+  q.mode = pass == VC_PASS_FORWARD ? MODE_FWD : pass == VC_PASS_BACKWARD_DATA ? MODE_DGRAD : MODE_WGRAD;
+  q.dt = a->dtype, q.K = p->kvol, q.ci = a->in_channels, q.co = a->out_channels;
+  if (q.mode == MODE_FWD) q.rows = p->n_out, q.n_cols = q.co, q.c_red = q.ci;
+  else if (q.mode == MODE_DGRAD) q.rows = p->n_in, q.n_cols = q.ci, q.c_red = q.co;
+  return q;
+}
 
 extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, int variant,
                                           vc_pass pass,
@@ -393,19 +402,14 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
   const bool subm = p->desc.kind == VC_CONV_SUBMANIFOLD;
   imp_ws w;
   imp_layout(p, a, pass, (char *)ws, &w);
-  imp_args q;
-  memset(&q, 0, sizeof q);
-  q.mode = pass == VC_PASS_FORWARD ? MODE_FWD : pass == VC_PASS_BACKWARD_DATA ? MODE_DGRAD : MODE_WGRAD;
-  q.dt = a->dtype, q.K = p->kvol, q.ci = a->in_channels, q.co = a->out_channels;
+  imp_args q = imp_shape(p, a, pass);
   q.w = in1;
   if (q.mode == MODE_FWD) {
-    q.rows = p->n_out, q.n_cols = q.co, q.c_red = q.ci;
     q.order = cp->order, q.blk_mask = cp->blk_mask, q.tab = cp->nb;
     q.a_src = in0, q.bias = in2, q.out = out0;
   } else if (q.mode == MODE_DGRAD) {
     /* Submanifold: nb[q, K-1-r] is the output that input q meets through offset r, and the
      * input side shares the output side's order and masks. */
-    q.rows = p->n_in, q.n_cols = q.ci, q.c_red = q.co;
     q.order = subm ? cp->order : NULL, q.blk_mask = subm ? cp->blk_mask : NULL;
     q.tab = subm ? cp->nb : cp->nbt, q.flip = subm;
     q.a_src = in0, q.out = out0;
@@ -424,9 +428,9 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
   /* VC_ALGO_MASKED's Hopper kernels (16-bit: every pass; tf32: forward, and dgrad with an
    * aligned workspace for the transposed weight); where they do not apply it runs the ones
    * below */
-  const bool tf32 = a->dtype == VC_DTYPE_F32 && a->math == VC_MATH_TF32 && shape16 && q.mode != MODE_WGRAD &&
-                    (q.mode == MODE_FWD || aligned16(ws));
-  const bool use_masked = (fast || tf32) && vc_cuda(ctx)->masked && a->algo == VC_ALGO_MASKED;
+  const bool tf32 = !tc && shape16 && (q.mode == MODE_FWD || aligned16(ws));
+  const bool use_masked =
+      (fast || tf32) && vc_cuda(ctx)->masked && vc_cuda_masked_kernels(a, pass) && a->algo == VC_ALGO_MASKED;
   if (q.mode == MODE_WGRAD && use_masked && aligned16(ws)) {
     return vc_cuda_masked_wgrad_run(ctx, p, a, q, out0, out1, ws, s);
   } else if (q.mode == MODE_WGRAD) {

@@ -33,6 +33,10 @@ typedef struct imp_args {
   int nsplit;
 } imp_args;
 
+/* The pass's GEMM shape (mode, dtype, K, channels; fwd/dgrad: rows, n_cols, c_red), every
+ * pointer NULL: vc_cuda_implicit_run fills in the rest, the masked sizes need no more. */
+imp_args imp_shape(const vc_plan *p, const vc_conv_args *a, vc_pass pass);
+
 /* ---- per-block setup shared by the kernels (mma.sync, FFMA, masked) ---------------------------------------------- */
 
 typedef struct tile_pos {

@@ -42,20 +42,14 @@ __device__ static inline int32_t hash_find(const slot *t, uint64_t cap, uint64_t
   return hash_probe(t, cap, key, s0, t[s0]);
 }
 
-/* disp[r] = r*d - pad for r < count: the step from a site to its neighbour through offset r
- * at stride 1, from shared memory instead of three divisions a lookup. Callers synchronise. */
-__device__ static void load_displacements(const vc_geom &g, int count, int32_t (*disp)[3]) {
+/* off[r] = offset r's displacement (vc_geom_offset) for r < count, less the padding when
+ * `centred` (r*d - pad: the step from a site to its neighbour at stride 1): a shared table
+ * instead of three divisions a lookup. Every thread of the block calls it; it synchronises. */
+__device__ static void load_offsets(const vc_geom &g, int count, bool centred, int32_t (*off)[3]) {
   for (int r = threadIdx.x; r < count; r += blockDim.x) {
-    int32_t off[3];
-    vc_geom_offset(&g, r, off);
-    for (int a = 0; a < 3; a++) disp[r][a] = off[a] - g.pad[a];
+    vc_geom_offset(&g, r, off[r]);
+    for (int a = 0; centred && a < 3; a++) off[r][a] -= g.pad[a];
   }
-}
-
-/* off[r] = offset r's displacement (vc_geom_offset) for r < g.K, from shared memory instead
- * of three divisions a lookup; every thread of the block calls it. */
-__device__ static void load_offsets(const vc_geom &g, int32_t (*off)[3]) {
-  for (int r = threadIdx.x; r < g.K; r += blockDim.x) vc_geom_offset(&g, r, off[r]);
   __syncthreads();
 }
 
@@ -87,7 +81,7 @@ __global__ static void k_out_candidates(const int32_t *c, int64_t n, vc_geom g, 
                                         uint64_t ocap, uint64_t *list, unsigned long long *count,
                                         unsigned long long *bad) {
   __shared__ int32_t off[VC_KERNEL_MAX * VC_KERNEL_MAX * VC_KERNEL_MAX][3];
-  load_offsets(g, off);
+  load_offsets(g, g.K, false, off);
   const int64_t total = n * g.K;
   for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < total; j += (int64_t)gridDim.x * blockDim.x) {
     const int64_t i = j / g.K;
@@ -117,8 +111,7 @@ __global__ static void k_neighbors_submanifold(const int32_t *c, int64_t n, vc_g
                                                int32_t *nb) {
   __shared__ int32_t disp[VC_KERNEL_MAX * VC_KERNEL_MAX * VC_KERNEL_MAX / 2][3];
   const int half = g.K / 2;
-  load_displacements(g, half, disp);
-  __syncthreads();
+  load_offsets(g, half, true, disp);
   const int64_t total = n << lg;
   for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < total; j += (int64_t)gridDim.x * blockDim.x) {
     const int64_t o = j >> lg;
@@ -220,7 +213,7 @@ __global__ static void __launch_bounds__(PAIR_ROWS) k_lookup_rows(const int32_t 
                                                                   int W, int32_t *cnt) {
   __shared__ int32_t tile[PAIR_ROWS][PAIR_COLS + 1];
   __shared__ int32_t off[VC_KERNEL_MAX * VC_KERNEL_MAX * VC_KERNEL_MAX][3];
-  load_offsets(g, off);
+  load_offsets(g, g.K, false, off);
   const int64_t o = (int64_t)blockIdx.x * PAIR_ROWS + threadIdx.x;
   int32_t c[4] = {0, 0, 0, 0};
   if (o < n_out) c[0] = oc[4 * o], c[1] = oc[4 * o + 1], c[2] = oc[4 * o + 2], c[3] = oc[4 * o + 3];
@@ -308,7 +301,7 @@ __global__ static void __launch_bounds__(PAIR_ROWS) k_lookup_bricks(const int32_
   __shared__ int32_t tile[PAIR_ROWS][PAIR_COLS + 1];
   __shared__ int4 rc[PAIR_ROWS];
   __shared__ int32_t disp[VC_KERNEL_MAX * VC_KERNEL_MAX * VC_KERNEL_MAX][3];
-  load_displacements(g, g.K, disp);
+  load_offsets(g, g.K, true, disp);
   int32_t reach[2][3]; /* smallest and largest displacement per axis: offsets 0 and k-1 */
   for (int a = 0; a < 3; a++) reach[0][a] = -g.pad[a], reach[1][a] = (g.k[a] - 1) * g.d[a] - g.pad[a];
   const int64_t o0 = (int64_t)blockIdx.x * PAIR_ROWS;

@@ -12,7 +12,7 @@
  * VC_TEST_SEED=S replays a run's random data. Exit status: 0 all passed, 1 a failure,
  * 2 bad usage, 77 skipped because no CUDA device is available. */
 #if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
-#define _POSIX_C_SOURCE 200809L /* mkdtemp, setenv, clock_gettime */
+#define _POSIX_C_SOURCE 200809L /* setenv, clock_gettime */
 #endif
 
 #include "vc_test.h"
@@ -20,13 +20,11 @@
 #include <cuda_runtime_api.h>
 
 #include <ctype.h>
-#include <dirent.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 static vc_context *g_cpu, *g_gpu; /* the oracle and the backend under test */
 static cudaStream_t g_stream;     /* non-blocking, so work the library puts elsewhere races visibly */
@@ -111,25 +109,6 @@ static bool mentions_number(const char *msg, long long v) {
   for (const char *p = msg; (p = strstr(p, num)) != NULL; p++)
     if ((p == msg || !isdigit((unsigned char)p[-1])) && !isdigit((unsigned char)p[len])) return true;
   return false;
-}
-
-static bool make_temp_dir(char *buf, size_t len) {
-  snprintf(buf, len, "%s/vc_gpu_tests.XXXXXX", vc_test_tmp_dir());
-  return mkdtemp(buf) != NULL;
-}
-
-/* Removes a flat directory such as a tune cache (the file and any temporary beside it). */
-static void remove_dir(const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d) return;
-  for (struct dirent *e; (e = readdir(d)) != NULL;) {
-    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    unlink(path);
-  }
-  closedir(d);
-  rmdir(dir);
 }
 
 /* ---- geometry and plan pairs ------------------------------------------------------------ */
@@ -878,11 +857,18 @@ static void tune_passes(vc_context *ctx, const plan_pair *pp, conv_data *cd, vc_
 }
 
 /* A new context reads the winners back from the cache file. */
+/* A fresh context (it reads the cache file as it stands) and pp's plan in it; false when
+ * either could not be made. The caller destroys both. */
+static bool fresh_plan(const plan_pair *pp, vc_context **ctx, vc_plan **p) {
+  *ctx = NULL, *p = NULL;
+  CHECK_OK(NULL, vc_context_create(VC_DEVICE_CUDA, 0, ctx));
+  return *ctx && plan_make(*ctx, &pp->desc, pp->d_coords, pp->n, NULL, p, pp->what);
+}
+
 static void check_cached_choice(const plan_pair *pp, const conv_data *cd, const vc_algo best[3]) {
-  vc_context *ctx = NULL;
-  vc_plan *p = NULL;
-  CHECK_OK(NULL, vc_context_create(VC_DEVICE_CUDA, 0, &ctx));
-  if (ctx && plan_make(ctx, &pp->desc, pp->d_coords, pp->n, NULL, &p, pp->what))
+  vc_context *ctx;
+  vc_plan *p;
+  if (fresh_plan(pp, &ctx, &p))
     for (int pass = 0; pass < 3; pass++) {
       vc_algo now = VC_ALGO_AUTO;
       CHECK_OK(ctx, vc_conv_algo_for(p, &cd->args, (vc_pass)pass, &now));
@@ -912,11 +898,10 @@ static bool set_forward_choice(const char *file, const char *choice) {
 
 /* The forward workspace and result of a fresh context under the cache file as it stands. */
 static size_t forward_with_cache(const plan_pair *pp, conv_data *cd, const char *what) {
-  vc_context *ctx = NULL;
-  vc_plan *p = NULL;
+  vc_context *ctx;
+  vc_plan *p;
   size_t bytes = 0;
-  CHECK_OK(NULL, vc_context_create(VC_DEVICE_CUDA, 0, &ctx));
-  if (ctx && plan_make(ctx, &pp->desc, pp->d_coords, pp->n, NULL, &p, pp->what)) {
+  if (fresh_plan(pp, &ctx, &p)) {
     CHECK_OK(ctx, vc_conv_workspace_size(p, &cd->args, VC_PASS_FORWARD, &bytes));
     run_checked(ctx, p, cd, &cd->args, VC_PASS_FORWARD, what);
   }
@@ -960,7 +945,7 @@ static void check_variants(const char *file, const plan_pair *pp, conv_data *cd)
 
 static void test_tune(void) {
   char dir[600], file[700];
-  if (!make_temp_dir(dir, sizeof dir)) {
+  if (!vc_test_make_temp_dir(dir, sizeof dir, "vc_gpu_tests")) {
     CHECK(false, "cannot create a temporary directory for the tune cache");
     return;
   }
@@ -991,7 +976,7 @@ static void test_tune(void) {
   pair_free(&pp);
   vc_context_destroy(ctx);
   setenv("VOXCONV_CACHE_DIR", g_cache_dir, 1);
-  remove_dir(dir);
+  vc_test_remove_dir(dir);
 }
 
 /* ---- (f) execute calls inside a CUDA graph ------------------------------------------------- */
@@ -1341,7 +1326,7 @@ static bool setup(void) {
   static const char *const forced[] = {"VOXCONV_ALGO_FORWARD", "VOXCONV_ALGO_BACKWARD_DATA",
                                        "VOXCONV_ALGO_BACKWARD_WEIGHT", "VOXCONV_DETERMINISTIC"};
   for (size_t i = 0; i < sizeof forced / sizeof *forced; i++) unsetenv(forced[i]);
-  if (!make_temp_dir(g_cache_dir, sizeof g_cache_dir)) {
+  if (!vc_test_make_temp_dir(g_cache_dir, sizeof g_cache_dir, "vc_gpu_tests")) {
     fprintf(stderr, "vc_gpu_tests: cannot create a temporary directory\n");
     return false;
   }
@@ -1365,7 +1350,7 @@ static void teardown(void) {
   vc_context_destroy(g_gpu);
   vc_context_destroy(g_cpu);
   if (g_stream) CU(cudaStreamDestroy(g_stream));
-  if (g_cache_dir[0]) remove_dir(g_cache_dir);
+  if (g_cache_dir[0]) vc_test_remove_dir(g_cache_dir);
   /* Ends the CUDA context, so compute-sanitizer's leak check sees everything released. */
   CU(cudaDeviceReset());
 }

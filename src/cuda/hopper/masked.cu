@@ -39,7 +39,6 @@
 
 #include <cudaTypedefs.h>
 #include <stdio.h>
-#include <string.h>
 
 #define MK_BM 128
 #define MK_KB 128 /* bytes of reduction values a stage row holds: one 128-byte swizzle row */
@@ -268,19 +267,22 @@ typedef struct mk_shape {
   int64_t tiles;
 } mk_shape;
 
+/* Tiles of a call with row_tiles row tiles and n_cols columns in tiles of mk_bn[v]. */
+static int64_t mk_tiles(int64_t row_tiles, int64_t n_cols, int v) { return row_tiles * ((n_cols + mk_bn[v] - 1) / mk_bn[v]); }
+
 static mk_shape mk_shape_of(const vc_cuda_state *cs, int64_t rows, int64_t n_cols, int64_t c_red, int K, int dt,
                             bool can_split, int variant) {
   mk_shape sh;
   const int64_t row_tiles = (rows + MK_BM - 1) / MK_BM;
   if (variant > 0) {
     sh.v = (variant - 1) / 16, sh.nsplit = can_split ? (variant - 1) % 16 + 1 : 1;
-    sh.tiles = row_tiles * ((n_cols + mk_bn[sh.v] - 1) / mk_bn[sh.v]);
+    sh.tiles = mk_tiles(row_tiles, n_cols, sh.v);
     return sh;
   }
   sh.v = n_cols > 128 ? 2 : n_cols > 64 ? 1 : 0;
   for (int v = 0; v < 3; v++)
     if (mk_bn[v] == cs->masked_bn) sh.v = v;
-  const int64_t tiles = row_tiles * ((n_cols + mk_bn[sh.v] - 1) / mk_bn[sh.v]);
+  const int64_t tiles = mk_tiles(row_tiles, n_cols, sh.v);
   sh.nsplit = 1;
   if (can_split && cs->masked_split) {
     sh.nsplit = cs->masked_split;
@@ -292,8 +294,8 @@ static mk_shape mk_shape_of(const vc_cuda_state *cs, int64_t rows, int64_t n_col
     sh.nsplit = s > 1 ? (int)s : 1;
   }
   if (sh.nsplit == 1 && !cs->masked_bn)
-    while (sh.v > 0 && 2 * row_tiles * ((n_cols + mk_bn[sh.v] - 1) / mk_bn[sh.v]) <= cs->n_sm) sh.v--;
-  sh.tiles = row_tiles * ((n_cols + mk_bn[sh.v] - 1) / mk_bn[sh.v]);
+    while (sh.v > 0 && 2 * mk_tiles(row_tiles, n_cols, sh.v) <= cs->n_sm) sh.v--;
+  sh.tiles = mk_tiles(row_tiles, n_cols, sh.v);
   return sh;
 }
 
@@ -348,18 +350,8 @@ __global__ static void k_mk_tf32_weight(const float *w, float *wt, int64_t co, i
     if (c0 + i < ci && o0 + threadIdx.x < co) wt[((c0 + i) * K + r) * co + o0 + threadIdx.x] = t[threadIdx.x][i];
 }
 
-/* The pass's imp_args as vc_cuda_implicit_run fills them, enough for the sizes here. */
-static imp_args mk_args_of(const vc_plan *p, const vc_conv_args *a, vc_pass pass) {
-  imp_args q;
-  memset(&q, 0, sizeof q);
-  const bool fwd = pass == VC_PASS_FORWARD;
-  q.mode = fwd ? MODE_FWD : MODE_DGRAD, q.dt = a->dtype, q.K = p->kvol, q.ci = a->in_channels, q.co = a->out_channels;
-  q.rows = fwd ? p->n_out : p->n_in, q.n_cols = fwd ? q.co : q.ci, q.c_red = fwd ? q.ci : q.co;
-  return q;
-}
-
 size_t vc_cuda_masked_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int variant) {
-  const imp_args q = mk_args_of(p, a, pass);
+  const imp_args q = imp_shape(p, a, pass);
   return mk_weight_bytes(q) +
          mk_split_bytes(mk_shape_of(vc_cuda(p->ctx), q.rows, q.n_cols, q.c_red, q.K, q.dt, true, variant));
 }
@@ -369,14 +361,14 @@ size_t vc_cuda_masked_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass
  * multiprocessors and each split keeps MK_MIN_SPLIT_STAGES stages. */
 extern "C" int vc_cuda_masked_variants(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int out[]) {
   const vc_cuda_state *cs = vc_cuda(p->ctx);
-  const imp_args q = mk_args_of(p, a, pass);
+  const imp_args q = imp_shape(p, a, pass);
   const int64_t row_tiles = (q.rows + MK_BM - 1) / MK_BM, stages = q.K * ((q.c_red + mk_bk(q.dt) - 1) / mk_bk(q.dt));
+  const int heur = mk_shape_of(cs, q.rows, q.n_cols, q.c_red, q.K, q.dt, true, 0).nsplit;
+  const int splits[5] = {1, 2, 4, 8, heur};
   int n = 0;
   for (int v = 0; v < 3; v++) {
     if (v > 0 && mk_bn[v - 1] >= q.n_cols) break;
-    const int64_t tiles = row_tiles * ((q.n_cols + mk_bn[v] - 1) / mk_bn[v]);
-    const int heur = mk_shape_of(cs, q.rows, q.n_cols, q.c_red, q.K, q.dt, true, 0).nsplit;
-    const int splits[5] = {1, 2, 4, 8, heur};
+    const int64_t tiles = mk_tiles(row_tiles, q.n_cols, v);
     for (int i = 0; i < 5; i++) {
       const int sp = splits[i];
       bool dup = false;
