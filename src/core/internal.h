@@ -126,6 +126,7 @@ typedef struct vc_choice {
 
 typedef struct vc_tune_entry {
   char key[192];
+  uint64_t hash;       /* of key: execute calls compare these, not ~190-byte strings */
   vc_choice pick;      /* what VC_ALGO_AUTO runs in this context */
   vc_choice file_pick; /* what the cache file gets (algo VC_ALGO_AUTO: nothing); differs for
                         * the shipped table's entries and after a choice a normal context

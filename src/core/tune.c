@@ -79,9 +79,17 @@ static void cache_path(char path[1024]) {
   snprintf(path, 1024, "%s/tune-v2.txt", dir);
 }
 
+/* FNV-1a: the keys of one device share a long prefix, so lookups compare hashes first. */
+static uint64_t key_hash(const char *key) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const unsigned char *c = (const unsigned char *)key; *c; c++) h = (h ^ *c) * 0x100000001b3ull;
+  return h;
+}
+
 static vc_tune_entry *cache_get(const vc_context *ctx, const char *key) {
+  const uint64_t h = key_hash(key);
   for (int i = 0; i < ctx->tune_count; i++)
-    if (!strcmp(ctx->tune[i].key, key)) return &ctx->tune[i];
+    if (ctx->tune[i].hash == h && !strcmp(ctx->tune[i].key, key)) return &ctx->tune[i];
   return NULL;
 }
 
@@ -101,6 +109,7 @@ static void cache_put(vc_context *ctx, const char *key, vc_choice c, bool to_fil
   }
   vc_tune_entry *e = &ctx->tune[ctx->tune_count++];
   snprintf(e->key, sizeof e->key, "%s", key);
+  e->hash = key_hash(e->key);
   e->pick = c;
   e->file_pick = to_file ? c : (vc_choice){VC_ALGO_AUTO, 0};
 }
