@@ -14,6 +14,7 @@
 
 typedef struct tune_fixture {
   char dir[512];
+  int32_t *coords; /* drawn once: every context's plan has the same pairs, so the same keys */
   vc_context *ctx;
   vc_plan *plan;
   vc_conv_args args;
@@ -38,16 +39,15 @@ static void write_file(const char *dir, const char *name, const char *text) {
   }
 }
 
-/* A fresh context (it reads the environment and the cache file) with a small submanifold plan. */
+/* A fresh context (it reads the environment and the cache file) with a small submanifold
+ * plan over the fixture's sites. */
 static bool fx_open(tune_fixture *f) {
   f->ctx = NULL, f->plan = NULL;
   CHECK_OK(NULL, vc_context_create(VC_DEVICE_CPU, 0, &f->ctx));
   if (!f->ctx) return false;
   vc_conv_desc d;
   vc_conv_desc_init(&d, VC_CONV_SUBMANIFOLD, 3, 1, -1, 1);
-  int32_t *c = vc_rand_coords(300, 1, 0, 9);
-  CHECK_OK(f->ctx, vc_plan_create(f->ctx, &d, c, 300, NULL, NULL, &f->plan));
-  free(c);
+  CHECK_OK(f->ctx, vc_plan_create(f->ctx, &d, f->coords, 300, NULL, NULL, &f->plan));
   vc_conv_args_init(&f->args, 8, 16, VC_DTYPE_F32);
   return f->plan != NULL;
 }
@@ -85,6 +85,7 @@ static void test_tune_cache_lines(void) {
   char saved[1024];
   snprintf(saved, sizeof saved, "%s", was ? was : "");
   setenv("VOXCONV_CACHE_DIR", f.dir, 1);
+  f.coords = vc_rand_coords(300, 1, 0, 9);
   if (fx_open(&f)) {
     char k[3][192], k16[192], text[2048];
     for (int p = 0; p < 3; p++) key_of(&f, (vc_pass)p, VC_DTYPE_F32, k[p], sizeof k[p]);
@@ -133,6 +134,7 @@ static void test_tune_cache_lines(void) {
     unsetenv("VOXCONV_ALGO_FORWARD");
   }
   fx_close(&f);
+  free(f.coords);
   if (was) setenv("VOXCONV_CACHE_DIR", saved, 1);
   else unsetenv("VOXCONV_CACHE_DIR");
   vc_test_remove_dir(f.dir);
