@@ -300,14 +300,18 @@ VC_API vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, cons
  * in f32 is VC_ALGO_IMPLICIT's exact FFMA kernel. Where a forward or backward-data call has too few output
  * tiles to fill the device, it splits the reduction and its workspace holds the fp32
  * partials (vc_conv_workspace_size says how much; a workspace that is not 16-byte aligned
- * runs the call unsplit). Its results are repeatable bit for bit (split partials are added
- * in a fixed order), except where its wgrad falls back to the implicit kernel outside a
- * VOXCONV_DETERMINISTIC context (inside one, that runs with one split). Read by
- * vc_context_create: VOXCONV_WGMMA=0 removes VC_ALGO_MASKED (for comparisons);
- * VOXCONV_MASKED_BN=64|128|256 fixes its tile width (else chosen per call from the
- * channels and the grid) and VOXCONV_MASKED_SPLIT=1..16 its forward/backward-data
- * reduction splits (else chosen per call); another value of either fails with
- * VC_ERR_INVALID_ARGUMENT. */
+ * runs the call unsplit). Its backward-weight cuts every offset's pairs into chunks and, in
+ * f16/bf16 on the wgmma kernel, adds the chunks' fp32 partials with reductions in L2 into
+ * an fp32 dW in the workspace (the order of those additions varies from run to run); in a
+ * VOXCONV_DETERMINISTIC context it stores one partial slice per chunk and adds them in a
+ * fixed order instead (fewer chunks, a larger workspace, somewhat slower). Forward and
+ * backward-data results are repeatable bit for bit (split partials are added in a fixed
+ * order); backward-weight's only in a VOXCONV_DETERMINISTIC context (there its implicit
+ * fallback also runs with one split). Read by vc_context_create: VOXCONV_WGMMA=0 removes
+ * VC_ALGO_MASKED (for comparisons); VOXCONV_MASKED_BN=64|128|256 fixes its tile width
+ * (else chosen per call from the channels and the grid) and VOXCONV_MASKED_SPLIT=1..16
+ * its reduction splits (forward/backward-data) and chunks per offset (backward-weight;
+ * else chosen per call); another value of either fails with VC_ERR_INVALID_ARGUMENT. */
 
 /* The algorithm VC_ALGO_AUTO (or the forced a->algo) runs for this pass now.
  * Errors: VC_ERR_INVALID_ARGUMENT, VC_ERR_UNSUPPORTED (forced algo not in this backend). */

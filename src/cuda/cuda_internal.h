@@ -18,6 +18,7 @@ typedef struct vc_cuda_state {
   int masked;         /* sm_90 device: VC_ALGO_MASKED's wgmma kernels exist (VOXCONV_WGMMA=0
                          at context creation removes the algorithm, for comparisons) */
   int n_sm;           /* multiprocessors: tile choices fill the device */
+  int64_t l2_bytes;   /* L2 cache: the masked wgrad sizes its chunks so what runs at once fits */
   int masked_bn;      /* VOXCONV_MASKED_BN: the masked kernel's tile width, 0 = chosen per call */
   int masked_split;   /* VOXCONV_MASKED_SPLIT: its forward/dgrad reduction splits, 0 = chosen */
   void *encode_tiled; /* the driver's cuTensorMapEncodeTiled (sm_90: the masked algorithm's

@@ -184,8 +184,8 @@ size_t vc_cuda_masked_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass
 vc_status vc_cuda_masked_run(vc_context *ctx, const imp_args &q, int variant, void *ws, cudaStream_t s);
 vc_status vc_cuda_masked_init(vc_context *ctx);
 /* hopper/wgrad.cu: VC_ALGO_MASKED's backward-weight (dw, and db when not NULL) on sm_90a
- * devices, same conditions and a 16-byte aligned workspace; deterministic (split partials
- * in the workspace). */
+ * devices, same conditions and a 16-byte aligned workspace (the fp32 dW, or in a
+ * deterministic context the chunks' partial slices). */
 size_t vc_cuda_masked_wgrad_workspace(const vc_plan *p, const vc_conv_args *a);
 vc_status vc_cuda_masked_wgrad_run(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, const imp_args &q,
                                    void *dw, void *db, void *ws, cudaStream_t s);

@@ -698,17 +698,21 @@ static bool subm_setup(plan_pair *pp, conv_data *cd, vc_context *gctx, int64_t n
 }
 
 /* The masked kernel's three tile widths, each forced through VOXCONV_MASKED_BN in a context
- * of its own, and two of them with forced reduction splits (VOXCONV_MASKED_SPLIT; 16 leaves
- * some splits without stages): all passes of a submanifold and a strided plan in f16, bf16
- * and tf32, with enough rows and channels for several row and column tiles and reduction
- * tails; and bad values of both variables refused with their messages. */
+ * of its own, and three of them with forced reduction splits (VOXCONV_MASKED_SPLIT; 16 leaves
+ * some splits without stages; wgrad's chunks then add their partials with reductions, and
+ * in the VOXCONV_DETERMINISTIC context as ordered slices): all passes of a submanifold and a
+ * strided plan in f16, bf16 and tf32, with enough rows and channels for several row and
+ * column tiles and reduction tails; and bad values of both variables refused with their
+ * messages. */
 static void test_masked_tiles(void) {
   if (!g_has_masked) {
     printf("  no sm_90 device (or VOXCONV_WGMMA=0): nothing to test\n");
     return;
   }
-  enum { NCFG = 5 };
-  static const char *const cfg[NCFG][2] = {{"64", NULL}, {"128", NULL}, {"256", NULL}, {"64", "3"}, {"256", "16"}};
+  enum { NCFG = 6 };
+  /* BN, split, deterministic */
+  static const char *const cfg[NCFG][3] = {{"64", NULL, NULL},  {"128", NULL, NULL},  {"256", NULL, NULL},
+                                           {"64", "3", NULL}, {"256", "16", NULL}, {"128", "5", "1"}};
   static const int64_t ch[3][2] = {{264, 520}, {200, 136}, {64, 64}};
   /* f16, bf16, and f32 storage with tf32 math (forward and dgrad on wgmma; wgrad runs the
    * implicit kernel) */
@@ -732,7 +736,9 @@ static void test_masked_tiles(void) {
     setenv("VOXCONV_MASKED_BN", cfg[b][0], 1);
     if (cfg[b][1]) setenv("VOXCONV_MASKED_SPLIT", cfg[b][1], 1);
     else unsetenv("VOXCONV_MASKED_SPLIT");
+    if (cfg[b][2]) setenv("VOXCONV_DETERMINISTIC", cfg[b][2], 1);
     CHECK_OK(NULL, vc_context_create(VC_DEVICE_CUDA, 0, &ctx[b]));
+    unsetenv("VOXCONV_DETERMINISTIC");
     all = all && ctx[b];
   }
   unsetenv("VOXCONV_MASKED_BN");
@@ -758,9 +764,9 @@ static void test_masked_tiles(void) {
             a.algo = VC_ALGO_MASKED;
             if (a.dtype == VC_DTYPE_F32) a.math = VC_MATH_TF32;
             char what[256];
-            snprintf(what, sizeof what, "%s %s ci=%lld co=%lld masked BN=%s split=%s %s", pp[b].what,
+            snprintf(what, sizeof what, "%s %s ci=%lld co=%lld masked BN=%s split=%s%s %s", pp[b].what,
                      a.dtype == VC_DTYPE_F32 ? "f32+tf32" : vc_dtype_name(a.dtype), (long long)a.in_channels, (long long)a.out_channels, cfg[b][0],
-                     cfg[b][1] ? cfg[b][1] : "auto", vc_pass_name(pass));
+                     cfg[b][1] ? cfg[b][1] : "auto", cfg[b][2] ? " deterministic" : "", vc_pass_name(pass));
             run_checked(ctx[b], pp[b].gpu, &cd, &a, (vc_pass)pass, what);
           }
         data_free(&cd);

@@ -4,10 +4,15 @@
  *
  * dW_r[co][ci] = sum over the pairs j of offset r of dy[pout_j][co] * x[pin_j][ci]: one GEMM
  * per offset whose reduction runs over gathered rows, all offsets in one launch (the
- * offsets are the groups of a grouped GEMM). Each offset's pairs are cut into chunks of one
- * length for all offsets, so every CTA has the same work (the last chunk of an offset
- * aside) whatever the offsets' pair counts; a CTA owns 128 output channels x BN input
- * channels of one chunk; stages hold 64 pairs.
+ * offsets are the groups of a grouped GEMM). Every offset's pairs are cut into the same
+ * number S of chunks, chunk c holding the same share c/S .. (c+1)/S of each offset's list; a
+ * CTA owns 128 output channels x BN input channels of one chunk; stages hold 64 pairs.
+ *
+ * The CTAs run chunk-major: the ones in flight together hold the same share of every
+ * offset's pairs. Within an offset the pairs ascend by output row, so on sites stored in a
+ * spatial order they read about the same rows of dy, and of x around them; each row is read
+ * by up to K offsets, and S is chosen so that what the CTAs in flight read fits in L2 (the
+ * offset-major order read each row K times from DRAM: 31 % L2 hits at RES 256).
  *
  * The gathered rows are contiguous along the channels, so both wgmma operands are
  * MN-major: a stage row is one pair's 64 channels (128 bytes, 128-byte swizzled), and the
@@ -15,10 +20,14 @@
  * producer warpgroups gather with cp.async (no TMA: both operands are gathers), two
  * consumer warpgroups issue m64nBNk16 wgmma over 64 output channels each.
  *
- * No atomics: chunk c of offset r writes its fp32 partial dW_r to slice c of the workspace,
- * and a second kernel adds each offset's slices in chunk order and converts, so the result
- * is bitwise repeatable. */
+ * The chunks' fp32 partials meet in the workspace in one of two ways:
+ *   - add: reductions (red.global.add.v2.f32, done in L2, the CTA does not wait) into one
+ *     fp32 dW, then a conversion; the order of the additions varies from run to run;
+ *   - slices (a VOXCONV_DETERMINISTIC context, or S = 1): chunk c stores its partial to
+ *     slice c and a second kernel adds the slices in chunk order: bitwise repeatable, S
+ *     limited by the slices' memory. */
 #include "../implicit.cuh"
+#include "../ptx/red.cuh"
 #include "ring.cuh"
 
 #define WR_BM 128 /* output channels per CTA: two consumer warpgroups of 64 */
@@ -27,19 +36,22 @@
 #define WR_B_TILE(bn) ((bn) / 64 * HP_ATOM)
 #define WR_STAGES(bn) HP_STAGES(WR_A_TILE, WR_B_TILE(bn))
 #define WR_SMEM(bn) HP_SMEM(WR_A_TILE, WR_B_TILE(bn))
-#define WR_MIN_CHUNK 512 /* pairs per chunk at least: 8 stages */
-/* Stages ahead that a producer thread loads its pair indices: they stream from memory, so
- * the narrow tiles' short stages need more of them in flight; the 256-wide tile's thread
- * copies 4 pairs a stage (8 index registers a stage ahead) and its stages last longer. */
-#define WR_PF(np) ((np) == 1 ? 2 : 6)
+#define WR_MIN_CHUNK 512   /* pairs a chunk holds at least, on average over the offsets */
+#define WR_UNITS_PER_SM 4  /* CTAs a multiprocessor at least: chunks differ in length */
+#define WR_MAX_SLICES 64   /* the slices form's chunks at most, and its bytes: */
+#define WR_SLICE_BYTES ((int64_t)256 << 20)
+/* Pairs of an index block: 4 a producer thread (8 and 16 stages) */
+#define WR_IB(np) (512 * (np))
+#define WR_IB_MAX WR_IB(2)
 
-/* p: a_src = dy, b_src = x, pin/pout/offsets, K, ci, co, split_len (the chunk length);
- * part = the workspace slices [nsplit][co][K][ci]. */
-__device__ static __forceinline__ void wr_body(const imp_args &p, float *part, const int dt, const int bn,
-                                               const int np) {
+/* p: a_src = dy, b_src = x, pin/pout/offsets, K, ci, co, nsplit (S, the chunks of each
+ * offset); part: add ? the fp32 dW [co][K][ci] (zeroed) : the slices [S][co][K][ci]. */
+__device__ static __forceinline__ void wr_body(const imp_args &p, float *part, const int add, const int dt,
+                                               const int bn, const int np) {
 #ifdef VC_SM90A
-  const int st = WR_STAGES(bn), pt = 128 * np, PF = WR_PF(np);
+  const int st = WR_STAGES(bn), pt = 128 * np;
   extern __shared__ __align__(16) uint8_t wr_smem[];
+  __shared__ int32_t wr_idx[2][2][WR_IB_MAX]; /* the producers' pair indices: [block half][pout, pin] */
   const int n_ci_t = (int)((p.ci + bn - 1) / bn), n_co_t = (int)((p.co + WR_BM - 1) / WR_BM);
   /* consecutive CTAs share a chunk: the same gathered rows, read once from L2 */
   int64_t bid = blockIdx.x;
@@ -47,13 +59,12 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, float *part, c
   bid /= n_ci_t;
   const int ct = (int)(bid % n_co_t);
   bid /= n_co_t;
-  /* chunk bid of the concatenated chunk lists of the offsets */
-  int r = 0;
-  int64_t lo = p.offsets[0], hi = p.offsets[1];
-  for (int64_t n; bid >= (n = (hi - lo + p.split_len - 1) / p.split_len);) bid -= n, r++, lo = hi, hi = p.offsets[r + 1];
-  const int split = (int)bid;
+  /* then the offsets of one chunk, then the chunks */
+  const int r = (int)(bid % p.K);
+  const int64_t chunk = bid / p.K, lo = p.offsets[r], nr = p.offsets[r + 1] - lo;
   const int64_t m0 = (int64_t)ct * WR_BM, n0 = (int64_t)nt * bn;
-  const int64_t j0 = lo + split * p.split_len, j1 = min(hi, j0 + p.split_len);
+  const int64_t j0 = lo + chunk * nr / p.nsplit, j1 = lo + (chunk + 1) * nr / p.nsplit;
+  if (add && j1 <= j0) return; /* nothing to add (a slice would need its zeros) */
   const int n_it = (int)((j1 - j0 + WR_BK - 1) / WR_BK);
 
   const hp_ring ring = hp_ring_init(wr_smem, st, WR_A_TILE, WR_B_TILE(bn), pt); /* cp.async arrivals only */
@@ -65,32 +76,55 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, float *part, c
     /* thread tid: 16-byte chunk q of every atom, pair rows k0 + KR h of each stage */
     const int KR = pt / 8, tid = threadIdx.x, q = tid & 7, k0 = tid >> 3;
     const uint16_t *dy = (const uint16_t *)p.a_src, *x = (const uint16_t *)p.b_src;
-    /* The pair indices of a stage are loaded PF stages ahead, so that no global load
-     * latency sits between the slot becoming free and its copies being issued. */
+    /* The pair indices reach the copies through shared memory, in blocks of WR_IB pairs
+     * (8 or 16 stages) double-buffered: a block is loaded into registers (coalesced)
+     * a whole block ahead and stored when its stages begin, so no global load latency
+     * sits between a slot becoming free and its copies being issued (loading each stage's
+     * indices a few stages ahead left the producers waiting on them: ncu, L1TEX
+     * scoreboard). */
     const int nh = WR_BK / KR; /* pair rows per thread and stage: 2 or 4 */
-    int32_t io[6][4], ii[6][4]; /* [PF][nh] used */
+    int32_t no[4], ni[4]; /* the next block: 4 pairs a thread */
+    const int ib = WR_IB(np), sb = ib / WR_BK; /* pairs and stages of a block */
 #pragma unroll
-    for (int d = 0; d < PF; d++)
+    for (int e = 0; e < 4; e++) {
+      const int64_t j = j0 + tid + (int64_t)pt * e;
+      wr_idx[0][0][tid + pt * e] = j < j1 ? p.pout[j] : -1;
+      wr_idx[0][1][tid + pt * e] = j < j1 ? p.pin[j] : -1;
+    }
 #pragma unroll
-      for (int h = 0; h < nh; h++) {
-        const int64_t j = j0 + (int64_t)d * WR_BK + k0 + KR * h;
-        const bool valid = j < j1;
-        io[d][h] = valid ? p.pout[j] : -1;
-        ii[d][h] = valid ? p.pin[j] : -1;
-      }
+    for (int e = 0; e < 4; e++) {
+      const int64_t j = j0 + ib + tid + (int64_t)pt * e;
+      no[e] = j < j1 ? p.pout[j] : -1;
+      ni[e] = j < j1 ? p.pin[j] : -1;
+    }
+    vc_named_barrier(2, pt);
     int s = 0, phase = 0;
     for (int it = 0; it < n_it; it++) {
+      const int kb = it % sb, half = it / sb & 1;
+      if (kb == 0 && it > 0) {
+        /* block b = it / sb begins: its half was last read in block b - 2,
+         * which every producer left before the barrier that began block b - 1 */
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          wr_idx[half][0][tid + pt * e] = no[e];
+          wr_idx[half][1][tid + pt * e] = ni[e];
+        }
+        vc_named_barrier(2, pt);
+        const int64_t jb = j0 + (int64_t)(it / sb + 1) * ib;
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          const int64_t j = jb + tid + (int64_t)pt * e;
+          no[e] = j < j1 ? p.pout[j] : -1;
+          ni[e] = j < j1 ? p.pin[j] : -1;
+        }
+      }
       if (it >= st) vc_mbar_wait(empty + 8 * s, phase ^ 1);
       int32_t o4[4], i4[4];
 #pragma unroll
-      for (int h = 0; h < nh; h++) {
-        o4[h] = io[0][h], i4[h] = ii[0][h];
-#pragma unroll
-        for (int d = 0; d + 1 < PF; d++) io[d][h] = io[d + 1][h], ii[d][h] = ii[d + 1][h];
-        const int64_t j = j0 + (int64_t)(it + PF) * WR_BK + k0 + KR * h;
-        const bool valid = j < j1;
-        io[PF - 1][h] = valid ? p.pout[j] : -1;
-        ii[PF - 1][h] = valid ? p.pin[j] : -1;
+      for (int h = 0; h < 4; h++) {
+        if (h >= nh) break;
+        o4[h] = wr_idx[half][0][kb * WR_BK + k0 + KR * h];
+        i4[h] = wr_idx[half][1][kb * WR_BK + k0 + KR * h];
       }
 #pragma unroll
       for (int h = 0; h < 4; h++) {
@@ -128,14 +162,17 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, float *part, c
     hp_consume(acc, ring, pos, n_it, st, WR_A_TILE, WR_B_TILE(bn), cw * HP_ATOM, bn, dt, HP_MNMN, 0u, 0u, 1, 0);
     /* the fragment: row = output channel, column = input channel */
     const int64_t kci = (int64_t)p.K * p.ci;
-    float *dst = part + (int64_t)split * p.co * kci + (int64_t)r * p.ci;
+    float *dst = part + (add ? 0 : chunk * p.co * kci) + (int64_t)r * p.ci;
 #pragma unroll
     for (int j = 0; j < bn / 8; j++)
 #pragma unroll
       for (int h = 0; h < 2; h++) {
         const int64_t co = m0 + cw * 64 + warp * 16 + (lane >> 2) + 8 * h, ci = n0 + 8 * j + 2 * (lane & 3);
-        if (co < p.co && ci < p.ci) /* ci % 8 == 0: both columns are inside */
-          *(float2 *)(dst + co * kci + ci) = make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+        if (co < p.co && ci < p.ci) { /* ci % 8 == 0: both columns are inside */
+          float *d = dst + co * kci + ci;
+          if (add) vc_red_add_f32x2(d, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+          else *(float2 *)d = make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+        }
       }
   }
 #else
@@ -144,8 +181,8 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, float *part, c
 }
 
 #define WR_KERNEL(name, dt, bn)                                                                  \
-  __global__ void __launch_bounds__(HP_THREADS(HP_NP(bn)), 1) name(const imp_args p, float *part) { \
-    wr_body(p, part, dt, bn, HP_NP(bn));                                                        \
+  __global__ void __launch_bounds__(HP_THREADS(HP_NP(bn)), 1) name(const imp_args p, float *part, int add) { \
+    wr_body(p, part, add, dt, bn, HP_NP(bn));                                                             \
   }
 WR_KERNEL(k_wr_f16_64, VC_DTYPE_F16, 64)
 WR_KERNEL(k_wr_bf16_64, VC_DTYPE_BF16, 64)
@@ -154,63 +191,65 @@ WR_KERNEL(k_wr_bf16_128, VC_DTYPE_BF16, 128)
 WR_KERNEL(k_wr_f16_256, VC_DTYPE_F16, 256)
 WR_KERNEL(k_wr_bf16_256, VC_DTYPE_BF16, 256)
 
-typedef void (*wr_kernel)(const imp_args, float *);
+typedef void (*wr_kernel)(const imp_args, float *, int);
 static const int wr_bn[3] = {64, 128, 256};
 static const wr_kernel wr_kernels[3][2] = {
     {k_wr_f16_64, k_wr_bf16_64}, {k_wr_f16_128, k_wr_bf16_128}, {k_wr_f16_256, k_wr_bf16_256}};
 
-/* dw[co][r][ci] = the sum of offset r's chunk slices, in chunk order, converted to the
- * dtype; offsets without pairs get zeros. A block walks whole rows (co, r) of ci values. */
-__global__ static void k_add_splits(const float *part, const int64_t *offsets, int64_t chunk, int K, int64_t ci,
-                                    int64_t n, void *dw, int dt) {
-  for (int64_t row = blockIdx.x; row * ci < n; row += gridDim.x) {
-    const int r = (int)(row % K);
-    const int64_t chunks = (offsets[r + 1] - offsets[r] + chunk - 1) / chunk;
-    for (int64_t e = row * ci + threadIdx.x; e < (row + 1) * ci; e += blockDim.x) {
-      float v = chunks > 0 ? part[e] : 0.0f;
-      for (int64_t c = 1; c < chunks; c++) v += part[c * n + e];
-      vc_store(dw, dt, e, v);
-    }
+/* dw = the sum of the nslices slices [nslices][n] in slice order, converted to the dtype
+ * (nslices = 1: the conversion of the add form's fp32 dW). */
+__global__ static void k_add_slices(const float *part, int64_t nslices, int64_t n, void *dw, int dt) {
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x) {
+    float v = part[e];
+#pragma unroll 8
+    for (int64_t c = 1; c < nslices; c++) v += part[c * n + e];
+    vc_store(dw, dt, e, v);
   }
 }
 
-/* The tile width (VOXCONV_MASKED_BN's, else from the input channels) and the chunk length:
- * about four CTAs a multiprocessor over all offsets' pairs, at least WR_MIN_CHUNK pairs, and
- * at most 64 and 256 MB of slices (the longest offset's chunk count); one chunk an offset
- * where the tiles of the K offsets are enough CTAs. */
+/* The tile width (VOXCONV_MASKED_BN's, else from the input channels), S and the form.
+ * S (VOXCONV_MASKED_SPLIT's, else chosen): WR_UNITS_PER_SM CTAs a multiprocessor, and
+ * enough chunks that the rows the CTAs in flight read (their share of x and dy, plus as
+ * much again for the offsets' drift) fill at most half of L2; at most one chunk a
+ * WR_MIN_CHUNK pairs an offset. The slices form (deterministic contexts) also keeps its
+ * slices within WR_MAX_SLICES and WR_SLICE_BYTES. */
 typedef struct wr_shape {
-  int v;
-  int64_t chunk, nsplit, blocks;
+  int v, add;
+  int64_t nsplit, blocks;
 } wr_shape;
 
 static wr_shape wr_shape_of(const vc_plan *p, const vc_conv_args *a) {
   wr_shape sh;
-  const int64_t ci = a->in_channels, co = a->out_channels;
-  const int forced = vc_cuda(p->ctx)->masked_bn;
+  const vc_cuda_state *cs = vc_cuda(p->ctx);
+  const int64_t ci = a->in_channels, co = a->out_channels, K = p->kvol;
+  const int forced = cs->masked_bn;
   sh.v = forced ? (forced == 256 ? 2 : forced == 128 ? 1 : 0) : ci > 128 ? 2 : ci > 64 ? 1 : 0;
-  const int64_t tiles = (co + WR_BM - 1) / WR_BM * ((ci + wr_bn[sh.v] - 1) / wr_bn[sh.v]);
-  const int64_t want = (4 * vc_cuda(p->ctx)->n_sm + tiles - 1) / tiles; /* chunks over all offsets */
-  int64_t chunk = vc_round_up((p->n_pairs + want - 1) / (want > 0 ? want : 1), WR_BK);
-  int64_t max_slices = ((int64_t)256 << 20) / (co * p->kvol * ci * 4);
-  if (max_slices > 64) max_slices = 64;
-  if (max_slices < 1) max_slices = 1;
-  const int64_t by_memory = vc_round_up((p->max_pairs + max_slices - 1) / max_slices, WR_BK);
-  if (chunk < WR_MIN_CHUNK) chunk = WR_MIN_CHUNK;
-  if (chunk < by_memory) chunk = by_memory;
-  /* one chunk an offset already gives the CTAs wanted: no slices to add */
-  if (want <= p->kvol) chunk = vc_round_up(p->max_pairs > 0 ? p->max_pairs : 1, WR_BK);
-  sh.chunk = chunk;
-  sh.nsplit = (p->max_pairs + chunk - 1) / chunk;
-  if (sh.nsplit < 1) sh.nsplit = 1;
-  int64_t chunks = 0;
-  for (int r = 0; r < p->kvol; r++) chunks += (p->offsets[r + 1] - p->offsets[r] + chunk - 1) / chunk;
-  sh.blocks = chunks * tiles;
+  const int64_t tiles = (co + WR_BM - 1) / WR_BM * ((ci + wr_bn[sh.v] - 1) / wr_bn[sh.v]), kt = K * tiles;
+  int64_t s = cs->masked_split;
+  if (!s) {
+    s = (WR_UNITS_PER_SM * cs->n_sm + kt - 1) / kt;
+    const double bytes = (double)(p->n_in * ci + p->n_out * co) * (double)vc_dtype_size(a->dtype);
+    const double in_flight = (double)cs->n_sm / (double)kt + 1.0; /* chunk positions */
+    const double s_l2 = ceil(2.0 * bytes * in_flight / (double)(cs->l2_bytes > 0 ? cs->l2_bytes : 1));
+    if ((double)s < s_l2) s = (int64_t)s_l2;
+    const int64_t s_max = p->n_pairs / (K * WR_MIN_CHUNK);
+    if (s > s_max) s = s_max;
+  }
+  if (p->ctx->deterministic) {
+    const int64_t by_memory = WR_SLICE_BYTES / (co * K * ci * 4);
+    if (s > by_memory) s = by_memory;
+    if (s > WR_MAX_SLICES) s = WR_MAX_SLICES;
+  }
+  if (s < 1 || p->n_pairs == 0) s = 1;
+  sh.nsplit = s;
+  sh.add = s > 1 && !p->ctx->deterministic;
+  sh.blocks = p->n_pairs > 0 ? s * kt : 0;
   return sh;
 }
 
 size_t vc_cuda_masked_wgrad_workspace(const vc_plan *p, const vc_conv_args *a) {
   const wr_shape sh = wr_shape_of(p, a);
-  return (size_t)vc_round_up(sh.nsplit * a->out_channels * p->kvol * a->in_channels * 4, 256) +
+  return (size_t)vc_round_up((sh.add ? 1 : sh.nsplit) * a->out_channels * p->kvol * a->in_channels * 4, 256) +
          vc_cuda_column_sums_tmp_bytes(a->out_channels);
 }
 
@@ -219,16 +258,16 @@ vc_status vc_cuda_masked_wgrad_run(vc_context *ctx, const vc_plan *p, const vc_c
   imp_args q = args;
   const wr_shape sh = wr_shape_of(p, a);
   const int bn = wr_bn[sh.v];
-  const int64_t n = q.co * q.K * q.ci;
+  const int64_t n = q.co * q.K * q.ci, nslices = sh.add ? 1 : sh.nsplit;
   float *part = (float *)ws;
-  q.split_len = sh.chunk;
+  q.nsplit = (int)sh.nsplit;
+  if (sh.add || sh.blocks == 0) VC_CUDA_TRY(ctx, cudaMemsetAsync(part, 0, (size_t)n * 4, s));
   if (sh.blocks > 0)
-    wr_kernels[sh.v][q.dt == VC_DTYPE_BF16]<<<(unsigned)sh.blocks, HP_THREADS(HP_NP(bn)), WR_SMEM(bn), s>>>(q, part);
-  const int64_t rows = q.co * q.K;
-  k_add_splits<<<(unsigned)(rows < 65535 ? rows : 65535), 128, 0, s>>>(part, q.offsets, sh.chunk, q.K, q.ci, n, dw, q.dt);
+    wr_kernels[sh.v][q.dt == VC_DTYPE_BF16]<<<(unsigned)sh.blocks, HP_THREADS(HP_NP(bn)), WR_SMEM(bn), s>>>(q, part,
+                                                                                                           sh.add);
+  k_add_slices<<<vc_grid(n), 256, 0, s>>>(part, nslices, n, dw, q.dt);
   if (db)
-    vc_cuda_column_sums(db, a->dtype, q.a_src, p->n_out, q.co,
-                        (char *)ws + vc_round_up(sh.nsplit * n * 4, 256), s);
+    vc_cuda_column_sums(db, a->dtype, q.a_src, p->n_out, q.co, (char *)ws + vc_round_up(nslices * n * 4, 256), s);
   VC_CUDA_TRY(ctx, cudaGetLastError());
   return VC_OK;
 }
