@@ -369,8 +369,17 @@ static size_t imp_layout(const vc_plan *p, const vc_conv_args *a, vc_pass pass, 
   return (size_t)acc + vc_cuda_column_sums_tmp_bytes(a->out_channels);
 }
 
+/* narrow.cu's wgrad: its slices, then the bias-gradient partials */
+static size_t narrow_wgrad_bytes(const vc_plan *p, const imp_args &q, size_t *slices) {
+  const size_t sl = vc_cuda_narrow_workspace(p, q);
+  if (slices) *slices = sl;
+  return sl ? sl + vc_cuda_column_sums_tmp_bytes(q.co) : 0;
+}
+
 extern "C" size_t vc_cuda_implicit_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int variant) {
-  const size_t own = imp_layout(p, a, pass, NULL, NULL);
+  size_t own = imp_layout(p, a, pass, NULL, NULL);
+  const size_t narrow = narrow_wgrad_bytes(p, imp_shape(p, a, pass), NULL);
+  if (narrow > own) own = narrow;
   /* masked's forward and dgrad hold split partials where they split (and tf32's dgrad its
    * transposed weight); its 16-bit wgrad split slices */
   const bool masked = a->algo == VC_ALGO_MASKED && vc_cuda(p->ctx)->masked && vc_cuda_masked_kernels(a, pass);
@@ -431,6 +440,16 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
   const bool tf32 = !tc && shape16 && (q.mode == MODE_FWD || aligned16(ws));
   const bool use_masked =
       (fast || tf32) && vc_cuda(ctx)->masked && vc_cuda_masked_kernels(a, pass) && a->algo == VC_ALGO_MASKED;
+  if (!fast && !use_masked && vc_cuda_narrow_applies(q)) { /* a few reduction channels */
+    if (q.mode != MODE_WGRAD) return vc_cuda_narrow_run(ctx, p, q, ws, s);
+    size_t slices = 0;
+    narrow_wgrad_bytes(p, q, &slices);
+    q.out = out0;
+    const vc_status e = vc_cuda_narrow_run(ctx, p, q, ws, s);
+    if (e == VC_OK && out1) vc_cuda_column_sums(out1, a->dtype, in1, p->n_out, q.co, (char *)ws + slices, s);
+    VC_CUDA_TRY(ctx, cudaGetLastError());
+    return e;
+  }
   if (q.mode == MODE_WGRAD && use_masked && aligned16(ws)) {
     return vc_cuda_masked_wgrad_run(ctx, p, a, q, out0, out1, ws, s);
   } else if (q.mode == MODE_WGRAD) {
@@ -467,7 +486,8 @@ extern "C" vc_status vc_cuda_implicit_init(vc_context *ctx) {
     for (int m = 0; m < 3; m++)
       for (int d = 0; d < 2; d++)
         VC_CUDA_TRY(ctx, cudaFuncSetAttribute(tc_kernels[f][m][d], cudaFuncAttributeMaxDynamicSharedMemorySize, TC_SMEM_BYTES));
-  if (!vc_cuda(ctx)->masked) return VC_OK;
+  const vc_status nw = vc_cuda_narrow_init(ctx);
+  if (nw != VC_OK || !vc_cuda(ctx)->masked) return nw;
   const vc_status st = vc_cuda_masked_init(ctx);
   return st == VC_OK ? vc_cuda_masked_wgrad_init(ctx) : st;
 }
