@@ -34,17 +34,59 @@ static size_t nw_smem(const imp_args &q) { return (size_t)(q.K * q.c_red * nw_co
 
 /* ---- forward / dgrad ---------------------------------------------------------------------- */
 
-__global__ void __launch_bounds__(NW_THREADS) k_narrow(const imp_args p) {
+/* v[0..cnt) = elements off .. off + cnt - 1 of src (dt, cnt: constants), zeros where !ok or
+ * past `valid`. vec: the span is whole (valid >= cnt) and 8-byte aligned, so it loads as
+ * 8-byte words: one request a row instead of one per element (scattered rows made the
+ * element loads the bottleneck). */
+__device__ static __forceinline__ void nw_row(const void *src, int dt, int64_t off, int cnt, int valid, bool vec,
+                                              bool ok, float *v) {
+  const int es = dt == VC_DTYPE_F32 ? 4 : 2;
+  if (vec) {
+    const uint2 *s2 = (const uint2 *)((const char *)src + off * es);
+#pragma unroll
+    for (int w = 0; w < 8; w++) {
+      if (w >= cnt * es / 8) break;
+      const uint2 u = ok ? s2[w] : make_uint2(0, 0);
+      const uint32_t h[2] = {u.x, u.y};
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        if (es == 4) {
+          v[2 * w + e] = __uint_as_float(h[e]);
+        } else if (dt == VC_DTYPE_F16) {
+          v[4 * w + 2 * e] = __half2float(__ushort_as_half((unsigned short)(h[e] & 0xffffu)));
+          v[4 * w + 2 * e + 1] = __half2float(__ushort_as_half((unsigned short)(h[e] >> 16)));
+        } else {
+          v[4 * w + 2 * e] = __uint_as_float(h[e] << 16);
+          v[4 * w + 2 * e + 1] = __uint_as_float(h[e] & 0xffff0000u);
+        }
+      }
+    }
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < 16; k++)
+    if (k < cnt) v[k] = ok && k < valid ? vc_load(src, dt, off + k) : 0.0f;
+}
+
+/* cmax: c_red rounded up to 4, 8 or 16, a constant in each kernel. A thread walks the
+ * offsets in batches of 4 (cmax 4, 8) or 2 (16): the batch's table entries, then all its
+ * neighbours' values are loaded before any product, so several loads are in flight instead
+ * of one chain of table load -> row load -> products per offset. */
+__device__ static __forceinline__ void nw_body(const imp_args &args, int vec, const int cmax, const int dt) {
+  imp_args p = args;
+  p.dt = dt; /* a constant in each kernel: vc_load's dtype switch folds, and loads batch */
   extern __shared__ float4 nw_w4[];
   float *ws = (float *)nw_w4;
   const int64_t ncp = (p.n_cols + 3) / 4 * 4, groups = (p.n_cols + NW_COLS - 1) / NW_COLS;
-  const int cr = (int)p.c_red;
+  const int cr = (int)p.c_red, nbat = cmax == 4 ? 4 : 32 / cmax; /* 8 at cmax 4 made ptxas spill */
   /* ws[col][k][n]: forward B[k = ci][n = co] = w[co][col][ci]; dgrad B[k = co][n = ci] =
    * w[co][rw][ci] with rw the weight slice of table column col */
-  const int64_t total = p.K * cr * ncp;
-  for (int64_t e = threadIdx.x; e < total; e += blockDim.x) {
-    const int64_t n = e % ncp, k = e / ncp % cr;
-    const int col = (int)(e / (ncp * cr)), rw = p.flip ? p.K - 1 - col : col;
+  /* 32-bit index arithmetic: the weight fits shared memory (64-bit divisions here cost as
+   * much as the rows of a block) */
+  const int total = (int)(p.K * cr * ncp), ncp32 = (int)ncp;
+  for (int e = threadIdx.x; e < total; e += blockDim.x) {
+    const int n = e % ncp32, k = e / ncp32 % cr;
+    const int col = e / (ncp32 * cr), rw = p.flip ? p.K - 1 - col : col;
     float v = 0.0f;
     if (n < p.n_cols)
       v = p.mode == MODE_FWD ? vc_load(p.w, p.dt, (n * p.K + rw) * p.ci + k) : vc_load(p.w, p.dt, (k * p.K + rw) * p.ci + n);
@@ -58,23 +100,33 @@ __global__ void __launch_bounds__(NW_THREADS) k_narrow(const imp_args p) {
 #pragma unroll
     for (int j = 0; j < NW_COLS; j++)
       acc[j] = p.bias && n0 + j < p.n_cols ? vc_load(p.bias, p.dt, n0 + j) : 0.0f;
-    for (int col = 0; col < p.K; col++) {
-      const int32_t nb = p.tab[m * p.K + col];
-      if (nb < 0) continue;
-      float a[NW_MAX_RED];
+    for (int c0 = 0; c0 < p.K; c0 += nbat) {
+      int32_t nb[8];
 #pragma unroll
-      for (int k = 0; k < NW_MAX_RED; k++) a[k] = k < cr ? vc_load(p.a_src, p.dt, (int64_t)nb * cr + k) : 0.0f;
-      const float4 *wr = (const float4 *)(ws + col * cr * ncp + n0);
+      for (int b = 0; b < 8; b++)
+        if (b < nbat) nb[b] = c0 + b < p.K ? p.tab[m * p.K + c0 + b] : -1;
+      float a[32]; /* [b][k], nbat x cmax */
 #pragma unroll
-      for (int k = 0; k < NW_MAX_RED; k++) {
-        if (k >= cr) break;
-        /* columns n_cols .. ncp are zero padding, those past ncp zeros (a break here made
-         * ptxas spill); their sums are never stored */
+      for (int b = 0; b < 8; b++)
+        if (b < nbat) nw_row(p.a_src, dt, (int64_t)(nb[b] >= 0 ? nb[b] : 0) * cr, cmax, cr, vec, nb[b] >= 0, a + b * cmax);
 #pragma unroll
-        for (int j = 0; j < NW_COLS / 4; j++) {
-          const float4 w = n0 + 4 * j < ncp ? wr[k * ncp / 4 + j] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-          acc[4 * j] += a[k] * w.x, acc[4 * j + 1] += a[k] * w.y;
-          acc[4 * j + 2] += a[k] * w.z, acc[4 * j + 3] += a[k] * w.w;
+      for (int b = 0; b < 8; b++) {
+        if (b >= nbat) break;
+        if (nb[b] < 0) continue;
+        const float4 *wr = (const float4 *)(ws + (c0 + b) * cr * ncp + n0);
+#pragma unroll
+        for (int k = 0; k < 16; k++) {
+          if (k >= cmax) break;
+          if (k >= cr) break;
+          const float ak = a[b * cmax + k];
+          /* columns n_cols .. ncp are zero padding, those past ncp zeros (a break here made
+           * ptxas spill); their sums are never stored */
+#pragma unroll
+          for (int j = 0; j < NW_COLS / 4; j++) {
+            const float4 w = n0 + 4 * j < ncp ? wr[k * ncp / 4 + j] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            acc[4 * j] += ak * w.x, acc[4 * j + 1] += ak * w.y;
+            acc[4 * j + 2] += ak * w.z, acc[4 * j + 3] += ak * w.w;
+          }
         }
       }
     }
@@ -84,11 +136,33 @@ __global__ void __launch_bounds__(NW_THREADS) k_narrow(const imp_args p) {
   }
 }
 
+#define NW_KERNEL(name, cmax, dt) \
+  __global__ void __launch_bounds__(NW_THREADS) name(const imp_args p, int vec) { nw_body(p, vec, cmax, dt); }
+#define NW_KERNELS(cmax)                                  \
+  NW_KERNEL(k_narrow_f32_##cmax, cmax, VC_DTYPE_F32)      \
+  NW_KERNEL(k_narrow_f16_##cmax, cmax, VC_DTYPE_F16)      \
+  NW_KERNEL(k_narrow_bf16_##cmax, cmax, VC_DTYPE_BF16)
+NW_KERNELS(4)
+NW_KERNELS(8)
+NW_KERNELS(16)
+typedef void (*nw_kernel)(const imp_args, int);
+/* [dtype: f32, f16, bf16][cmax 4, 8, 16] */
+static const nw_kernel nw_kernels[3][3] = {{k_narrow_f32_4, k_narrow_f32_8, k_narrow_f32_16},
+                                           {k_narrow_f16_4, k_narrow_f16_8, k_narrow_f16_16},
+                                           {k_narrow_bf16_4, k_narrow_bf16_8, k_narrow_bf16_16}};
+static int nw_index(int64_t c) { return c <= 4 ? 0 : c <= 8 ? 1 : 2; }
+static int nw_dt(int dt) { return dt == VC_DTYPE_F16 ? 1 : dt == VC_DTYPE_BF16 ? 2 : 0; }
+
 /* ---- wgrad ---------------------------------------------------------------------------------- */
 
-/* part: the slices [S][co][K][ci]; p.nsplit = S. Block (chunk c, offset r, channel group g),
- * g fastest. */
-__global__ void __launch_bounds__(NW_WG_THREADS) k_narrow_wgrad(const imp_args p, float *part) {
+/* part: the slices [S][co][K][ci]; p.nsplit = S; cmax: ci rounded up to 4 or 8, a constant
+ * in each kernel. Block (chunk c, offset r, channel group g), g fastest. A thread takes
+ * NW_WG_BATCH pairs at a time, all their loads before any product. */
+#define NW_WG_BATCH 4
+__device__ static __forceinline__ void nwg_body(const imp_args &args, float *part, int vec_d, int vec_x, const int cmax,
+                                                const int dt) {
+  imp_args p = args;
+  p.dt = dt;
   __shared__ float red[NW_WG_THREADS / 32][NW_WG_CO * NW_WG_MAX_CI];
   const int64_t groups = (p.co + NW_WG_CO - 1) / NW_WG_CO;
   const int64_t g = blockIdx.x % groups, u = blockIdx.x / groups;
@@ -101,17 +175,27 @@ __global__ void __launch_bounds__(NW_WG_THREADS) k_narrow_wgrad(const imp_args p
   for (int o = 0; o < NW_WG_CO; o++)
 #pragma unroll
     for (int k = 0; k < NW_WG_MAX_CI; k++) acc[o][k] = 0.0f;
-  for (int64_t j = j0 + threadIdx.x; j < j1; j += blockDim.x) {
-    const int64_t po = p.pout[j], pi = p.pin[j];
-    float d[NW_WG_CO], x[NW_WG_MAX_CI];
+  for (int64_t jb = j0 + threadIdx.x; jb < j1; jb += (int64_t)NW_WG_BATCH * blockDim.x) {
+    int64_t po[NW_WG_BATCH], pi[NW_WG_BATCH];
 #pragma unroll
-    for (int o = 0; o < NW_WG_CO; o++) d[o] = o0 + o < p.co ? vc_load(p.a_src, p.dt, po * p.co + o0 + o) : 0.0f;
+    for (int b = 0; b < NW_WG_BATCH; b++) {
+      const int64_t j = jb + (int64_t)b * blockDim.x;
+      po[b] = j < j1 ? p.pout[j] : -1;
+      pi[b] = j < j1 ? p.pin[j] : -1;
+    }
+    float d[NW_WG_BATCH][NW_WG_CO], x[NW_WG_BATCH][NW_WG_MAX_CI];
 #pragma unroll
-    for (int k = 0; k < NW_WG_MAX_CI; k++) x[k] = k < ci ? vc_load(p.b_src, p.dt, pi * ci + k) : 0.0f;
+    for (int b = 0; b < NW_WG_BATCH; b++) {
+      nw_row(p.a_src, dt, (po[b] >= 0 ? po[b] : 0) * p.co + o0, NW_WG_CO, (int)(p.co - o0), vec_d, po[b] >= 0, d[b]);
+      nw_row(p.b_src, dt, (pi[b] >= 0 ? pi[b] : 0) * ci, cmax, ci, vec_x, pi[b] >= 0, x[b]);
+    }
 #pragma unroll
-    for (int o = 0; o < NW_WG_CO; o++)
+    for (int b = 0; b < NW_WG_BATCH; b++)
 #pragma unroll
-      for (int k = 0; k < NW_WG_MAX_CI; k++) acc[o][k] += d[o] * x[k];
+      for (int o = 0; o < NW_WG_CO; o++)
+#pragma unroll
+        for (int k = 0; k < NW_WG_MAX_CI; k++)
+          if (k < cmax) acc[o][k] += d[b][o] * x[b][k];
   }
   /* the block's sum, in a fixed order: lanes by a butterfly, warps in warp order */
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -119,7 +203,7 @@ __global__ void __launch_bounds__(NW_WG_THREADS) k_narrow_wgrad(const imp_args p
   for (int o = 0; o < NW_WG_CO; o++)
 #pragma unroll
     for (int k = 0; k < NW_WG_MAX_CI; k++) {
-      if (k >= ci) break;
+      if (k >= cmax) break;
       float v = acc[o][k];
 #pragma unroll
       for (int sh = 16; sh > 0; sh >>= 1) v += __shfl_xor_sync(0xffffffffu, v, sh);
@@ -135,6 +219,21 @@ __global__ void __launch_bounds__(NW_WG_THREADS) k_narrow_wgrad(const imp_args p
   }
 }
 
+#define NWG_KERNEL(name, cmax, dt)                                                 \
+  __global__ void __launch_bounds__(NW_WG_THREADS) name(const imp_args p, float *part, int vec_d, int vec_x) { \
+    nwg_body(p, part, vec_d, vec_x, cmax, dt);                                                           \
+  }
+#define NWG_KERNELS(cmax)                                         \
+  NWG_KERNEL(k_narrow_wgrad_f32_##cmax, cmax, VC_DTYPE_F32)       \
+  NWG_KERNEL(k_narrow_wgrad_f16_##cmax, cmax, VC_DTYPE_F16)       \
+  NWG_KERNEL(k_narrow_wgrad_bf16_##cmax, cmax, VC_DTYPE_BF16)
+NWG_KERNELS(4)
+NWG_KERNELS(8)
+typedef void (*nwg_kernel)(const imp_args, float *, int, int);
+static const nwg_kernel nwg_kernels[3][2] = {{k_narrow_wgrad_f32_4, k_narrow_wgrad_f32_8},
+                                             {k_narrow_wgrad_f16_4, k_narrow_wgrad_f16_8},
+                                             {k_narrow_wgrad_bf16_4, k_narrow_wgrad_bf16_8}};
+
 /* dw = the sum of the slices in order, converted. */
 __global__ static void k_narrow_slices(const float *part, int64_t nslices, int64_t n, void *dw, int dt) {
   for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x) {
@@ -145,6 +244,10 @@ __global__ static void k_narrow_slices(const float *part, int64_t nslices, int64
 }
 
 /* ---- host side ------------------------------------------------------------------------------ */
+
+/* Whether src is 8-byte aligned (the callers also check that their rows' bytes are a
+ * multiple of 8). */
+static bool nw_aligned8(const void *src) { return ((uintptr_t)src & 7) == 0; }
 
 /* Chunks of each offset: about 4 blocks a multiprocessor over all offsets and channel groups,
  * NW_WG_MIN_CHUNK pairs a chunk at least on average. */
@@ -176,20 +279,25 @@ extern "C" vc_status vc_cuda_narrow_run(vc_context *ctx, const vc_plan *p, const
     float *part = (float *)ws;
     q.nsplit = (int)nsl;
     const int64_t blocks = nsl * q.K * ((q.co + NW_WG_CO - 1) / NW_WG_CO);
-    if (p->n_pairs > 0) k_narrow_wgrad<<<(unsigned)blocks, NW_WG_THREADS, 0, s>>>(q, part);
+    if (p->n_pairs > 0)
+      nwg_kernels[nw_dt(q.dt)][q.ci > 4]<<<(unsigned)blocks, NW_WG_THREADS, 0, s>>>(
+          q, part, q.co % NW_WG_CO == 0 && nw_aligned8(q.a_src), q.ci == (q.ci > 4 ? 8 : 4) && nw_aligned8(q.b_src));
     else VC_CUDA_TRY(ctx, cudaMemsetAsync(part, 0, (size_t)n * 4, s));
     k_narrow_slices<<<vc_grid(n), 256, 0, s>>>(part, p->n_pairs > 0 ? nsl : 1, n, q.out, q.dt);
   } else if (q.rows > 0) {
     const int64_t items = q.rows * ((q.n_cols + NW_COLS - 1) / NW_COLS);
-    int64_t grid = (items + NW_THREADS - 1) / NW_THREADS, most = 16 * (int64_t)vc_cuda(ctx)->n_sm;
+    int64_t grid = (items + NW_THREADS - 1) / NW_THREADS, most = 4 * (int64_t)vc_cuda(ctx)->n_sm;
     if (grid > most) grid = most; /* each block first loads the whole weight */
-    k_narrow<<<(unsigned)grid, NW_THREADS, nw_smem(q), s>>>(q);
+    const int ci = nw_index(q.c_red), cmax = 4 << ci;
+    nw_kernels[nw_dt(q.dt)][ci]<<<(unsigned)grid, NW_THREADS, nw_smem(q), s>>>(q, q.c_red == cmax && nw_aligned8(q.a_src));
   }
   VC_CUDA_TRY(ctx, cudaGetLastError());
   return VC_OK;
 }
 
 extern "C" vc_status vc_cuda_narrow_init(vc_context *ctx) {
-  VC_CUDA_TRY(ctx, cudaFuncSetAttribute(k_narrow, cudaFuncAttributeMaxDynamicSharedMemorySize, NW_SMEM_MAX));
+  for (int d = 0; d < 3; d++)
+    for (int i = 0; i < 3; i++)
+      VC_CUDA_TRY(ctx, cudaFuncSetAttribute(nw_kernels[d][i], cudaFuncAttributeMaxDynamicSharedMemorySize, NW_SMEM_MAX));
   return VC_OK;
 }

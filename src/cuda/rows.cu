@@ -45,6 +45,55 @@ __global__ static void k_column_partials(const void *dy, int dt, int64_t n, int6
   }
 }
 
+/* The same partials where rows are whole 16-byte vectors (c * element size % 16 == 0, at
+ * most 256 vectors a row, dy 16-byte aligned): thread t of a block reads vector t % cv of
+ * rows in lane t / cv, 16 bytes a load and four rows in flight, so a warp reads 512
+ * contiguous bytes where the kernel above reads 64 (the bias gradient ran at ~40 % of the
+ * memory bandwidth). Lanes are added in lane order: a fixed order. */
+#define SUM_VEC_THREADS 256
+__global__ static void k_column_partials_vec(const void *dy, int dt, int64_t n, int64_t c, double *part) {
+  __shared__ double red[SUM_VEC_THREADS * 8]; /* [lane][c]: lanes x c <= 256 x 8 */
+  const int es = dt == VC_DTYPE_F32 ? 4 : 2, vpe = 16 / es;
+  const int cv = (int)(c / vpe), nl = SUM_VEC_THREADS / cv;
+  const int g = threadIdx.x % cv, rl = threadIdx.x / cv;
+  double sum[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  if (rl < nl) {
+    const int64_t step = (int64_t)SUM_ROW_BLOCKS * nl;
+    const uint4 *src = (const uint4 *)dy;
+    int64_t i = (int64_t)blockIdx.x * nl + rl;
+    for (; i < n; i += 4 * step) {
+      uint4 v[4];
+#pragma unroll
+      for (int u = 0; u < 4; u++) v[u] = i + u * step < n ? __ldg(src + (i + u * step) * cv + g) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+      for (int u = 0; u < 4; u++) {
+        const uint32_t w[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          if (es == 4) {
+            sum[e] += __uint_as_float(w[e]);
+          } else {
+            const float lo = dt == VC_DTYPE_F16 ? __half2float(__ushort_as_half((unsigned short)(w[e] & 0xffffu)))
+                                                : __uint_as_float(w[e] << 16);
+            const float hi = dt == VC_DTYPE_F16 ? __half2float(__ushort_as_half((unsigned short)(w[e] >> 16)))
+                                                : __uint_as_float(w[e] & 0xffff0000u);
+            sum[2 * e] += lo, sum[2 * e + 1] += hi;
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < 8; e++)
+      if (e < vpe) red[rl * c + g * vpe + e] = sum[e];
+  }
+  __syncthreads();
+  for (int64_t k = threadIdx.x; k < c; k += blockDim.x) {
+    double t = red[k];
+    for (int l = 1; l < nl; l++) t += red[l * c + k];
+    part[(int64_t)blockIdx.x * c + k] = t;
+  }
+}
+
 /* db[k] = the sum of the SUM_ROW_BLOCKS partials of column k. A block is 32 columns x 8
  * lanes, lane y adding partials y, y + 8, ... and the lanes adding up in lane order: a fixed
  * order, and 32 loads a thread in flight instead of 256 in a row (one thread a column took
@@ -81,7 +130,12 @@ extern "C" size_t vc_cuda_column_sums_tmp_bytes(int64_t c) { return (size_t)SUM_
 
 extern "C" void vc_cuda_column_sums(void *db, vc_dtype dt, const void *dy, int64_t n, int64_t c, void *tmp,
                                     cudaStream_t s) {
-  dim3 grid(vc_blocks(c, 32), SUM_ROW_BLOCKS);
-  k_column_partials<<<grid, 256, 0, s>>>(dy, dt, n, c, (double *)tmp);
+  const int64_t es = (int64_t)vc_dtype_size(dt);
+  if ((c * es) % 16 == 0 && c * es / 16 <= SUM_VEC_THREADS && ((uintptr_t)dy & 15) == 0) {
+    k_column_partials_vec<<<SUM_ROW_BLOCKS, SUM_VEC_THREADS, 0, s>>>(dy, dt, n, c, (double *)tmp);
+  } else {
+    dim3 grid(vc_blocks(c, 32), SUM_ROW_BLOCKS);
+    k_column_partials<<<grid, 256, 0, s>>>(dy, dt, n, c, (double *)tmp);
+  }
   k_column_total<<<vc_blocks(c, 32), 256, 0, s>>>((double *)tmp, c, db, dt);
 }
