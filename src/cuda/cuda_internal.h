@@ -104,6 +104,9 @@ vc_status vc_cuda_implicit_init(vc_context *ctx);
 /* rows.cu: small elementwise kernels shared by the passes. */
 void vc_cuda_fill_rows_f32(float *acc, int64_t n, int64_t c, const void *bias, vc_dtype dt, cudaStream_t s);
 void vc_cuda_convert_f32(void *dst, vc_dtype dt, const float *src, int64_t n, cudaStream_t s);
+/* dst (n elements of dt) = the sum of nslices fp32 slices [nslices][n], added in slice order
+ * (the deterministic split reductions' last step; nslices = 1: a conversion). */
+void vc_cuda_add_slices(void *dst, vc_dtype dt, const float *part, int64_t nslices, int64_t n, cudaStream_t s);
 void vc_cuda_column_sums(void *db, vc_dtype dt, const void *dy, int64_t n, int64_t c, void *tmp,
                          cudaStream_t s);
 size_t vc_cuda_column_sums_tmp_bytes(int64_t c);

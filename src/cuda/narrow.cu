@@ -234,15 +234,6 @@ static const nwg_kernel nwg_kernels[3][2] = {{k_narrow_wgrad_f32_4, k_narrow_wgr
                                              {k_narrow_wgrad_f16_4, k_narrow_wgrad_f16_8},
                                              {k_narrow_wgrad_bf16_4, k_narrow_wgrad_bf16_8}};
 
-/* dw = the sum of the slices in order, converted. */
-__global__ static void k_narrow_slices(const float *part, int64_t nslices, int64_t n, void *dw, int dt) {
-  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x) {
-    float v = part[e];
-    for (int64_t c = 1; c < nslices; c++) v += part[c * n + e];
-    vc_store(dw, dt, e, v);
-  }
-}
-
 /* ---- host side ------------------------------------------------------------------------------ */
 
 /* Whether src is 8-byte aligned (the callers also check that their rows' bytes are a
@@ -283,7 +274,7 @@ extern "C" vc_status vc_cuda_narrow_run(vc_context *ctx, const vc_plan *p, const
       nwg_kernels[nw_dt(q.dt)][q.ci > 4]<<<(unsigned)blocks, NW_WG_THREADS, 0, s>>>(
           q, part, q.co % NW_WG_CO == 0 && nw_aligned8(q.a_src), q.ci == (q.ci > 4 ? 8 : 4) && nw_aligned8(q.b_src));
     else VC_CUDA_TRY(ctx, cudaMemsetAsync(part, 0, (size_t)n * 4, s));
-    k_narrow_slices<<<vc_grid(n), 256, 0, s>>>(part, p->n_pairs > 0 ? nsl : 1, n, q.out, q.dt);
+    vc_cuda_add_slices(q.out, (vc_dtype)q.dt, part, p->n_pairs > 0 ? nsl : 1, n, s);
   } else if (q.rows > 0) {
     const int64_t items = q.rows * ((q.n_cols + NW_COLS - 1) / NW_COLS);
     int64_t grid = (items + NW_THREADS - 1) / NW_THREADS, most = 4 * (int64_t)vc_cuda(ctx)->n_sm;

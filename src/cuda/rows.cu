@@ -1,5 +1,5 @@
-/* rows.cu — elementwise kernels shared by the passes: bias fill, dtype conversion and the
- * deterministic column sums behind the bias gradient. */
+/* rows.cu — elementwise kernels shared by the passes: bias fill, ordered slice sums with
+ * dtype conversion, and the deterministic column sums behind the bias gradient. */
 #include "cuda_internal.h"
 #include "dtype.cuh"
 
@@ -9,11 +9,6 @@ __global__ static void k_fill_rows(float *acc, int64_t n, int64_t c, const void 
   const int64_t total = n * c;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x)
     acc[i] = bias ? vc_load(bias, dt, i % c) : 0.0f;
-}
-
-__global__ static void k_convert(void *dst, int dt, const float *src, int64_t n) {
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-    vc_store(dst, dt, i, src[i]);
 }
 
 /* part[b, k] = sum over the rows of row block b of column k, in f64: the bias gradient sums
@@ -122,8 +117,22 @@ extern "C" void vc_cuda_fill_rows_f32(float *acc, int64_t n, int64_t c, const vo
   if (n * c > 0) k_fill_rows<<<vc_grid(n * c), 256, 0, s>>>(acc, n, c, bias, dt);
 }
 
+/* dst[e] = the sum over the slices c = 0 .. nslices - 1 of part[c * n + e], in slice order. */
+__global__ static void k_add_slices(const float *part, int64_t nslices, int64_t n, void *dst, int dt) {
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x) {
+    float v = part[e];
+#pragma unroll 8
+    for (int64_t c = 1; c < nslices; c++) v += part[c * n + e];
+    vc_store(dst, dt, e, v);
+  }
+}
+
+extern "C" void vc_cuda_add_slices(void *dst, vc_dtype dt, const float *part, int64_t nslices, int64_t n, cudaStream_t s) {
+  if (n > 0) k_add_slices<<<vc_grid(n), 256, 0, s>>>(part, nslices, n, dst, dt);
+}
+
 extern "C" void vc_cuda_convert_f32(void *dst, vc_dtype dt, const float *src, int64_t n, cudaStream_t s) {
-  if (n > 0) k_convert<<<vc_grid(n), 256, 0, s>>>(dst, dt, src, n);
+  vc_cuda_add_slices(dst, dt, src, 1, n, s);
 }
 
 extern "C" size_t vc_cuda_column_sums_tmp_bytes(int64_t c) { return (size_t)SUM_ROW_BLOCKS * (size_t)c * sizeof(double); }

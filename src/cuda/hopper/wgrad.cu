@@ -196,17 +196,6 @@ static const int wr_bn[3] = {64, 128, 256};
 static const wr_kernel wr_kernels[3][2] = {
     {k_wr_f16_64, k_wr_bf16_64}, {k_wr_f16_128, k_wr_bf16_128}, {k_wr_f16_256, k_wr_bf16_256}};
 
-/* dw = the sum of the nslices slices [nslices][n] in slice order, converted to the dtype
- * (nslices = 1: the conversion of the add form's fp32 dW). */
-__global__ static void k_add_slices(const float *part, int64_t nslices, int64_t n, void *dw, int dt) {
-  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x) {
-    float v = part[e];
-#pragma unroll 8
-    for (int64_t c = 1; c < nslices; c++) v += part[c * n + e];
-    vc_store(dw, dt, e, v);
-  }
-}
-
 /* The tile width (VOXCONV_MASKED_BN's, else from the input channels), S and the form.
  * S (VOXCONV_MASKED_SPLIT's, else chosen): WR_UNITS_PER_SM CTAs a multiprocessor, and
  * enough chunks that the rows the CTAs in flight read (their share of x and dy, plus as
@@ -265,7 +254,7 @@ vc_status vc_cuda_masked_wgrad_run(vc_context *ctx, const vc_plan *p, const vc_c
   if (sh.blocks > 0)
     wr_kernels[sh.v][q.dt == VC_DTYPE_BF16]<<<(unsigned)sh.blocks, HP_THREADS(HP_NP(bn)), WR_SMEM(bn), s>>>(q, part,
                                                                                                            sh.add);
-  k_add_slices<<<vc_grid(n), 256, 0, s>>>(part, nslices, n, dw, q.dt);
+  vc_cuda_add_slices(dw, (vc_dtype)q.dt, part, nslices, n, s);
   if (db)
     vc_cuda_column_sums(db, a->dtype, q.a_src, p->n_out, q.co, (char *)ws + vc_round_up(nslices * n * 4, 256), s);
   VC_CUDA_TRY(ctx, cudaGetLastError());
