@@ -21,4 +21,15 @@ __device__ static inline void vc_store(void *p, int dt, int64_t i, float v) {
   }
 }
 
+/* The two 16-bit values (f16 or bf16) of a 32-bit word: lo = bits 0-15, hi = bits 16-31. */
+__device__ static inline void vc_unpack16x2(uint32_t w, int dt, float *lo, float *hi) {
+  if (dt == VC_DTYPE_F16) {
+    *lo = __half2float(__ushort_as_half((unsigned short)(w & 0xffffu)));
+    *hi = __half2float(__ushort_as_half((unsigned short)(w >> 16)));
+  } else {
+    *lo = __uint_as_float(w << 16);
+    *hi = __uint_as_float(w & 0xffff0000u);
+  }
+}
+
 #endif

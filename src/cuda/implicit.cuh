@@ -151,6 +151,16 @@ __device__ static __forceinline__ int32_t gather_row(const imp_args &p, const in
   return rowid[m] >= 0 ? p.tab[(int64_t)rowid[m] * p.K + col] : -1;
 }
 
+/* The chunk-major wgrads (hopper/wgrad.cu, narrow.cu): every offset's pair list is cut into
+ * p.nsplit chunks, chunk c holding the share c/S .. (c+1)/S; unit u (offsets fastest) is
+ * chunk *c of offset *r, pairs [*j0, *j1). */
+__device__ static __forceinline__ void chunk_of(const imp_args &p, int64_t u, int *r, int64_t *c, int64_t *j0,
+                                                int64_t *j1) {
+  *r = (int)(u % p.K), *c = u / p.K;
+  const int64_t lo = p.offsets[*r], nr = p.offsets[*r + 1] - lo;
+  *j0 = lo + *c * nr / p.nsplit, *j1 = lo + (*c + 1) * nr / p.nsplit;
+}
+
 /* Per-tile shared state of the kernels (tile_setup fills it) and the setup call; `skips`:
  * the kernel skips the MMAs of row blocks that miss an offset (live16; the mma.sync
  * kernel only). */

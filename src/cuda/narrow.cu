@@ -50,15 +50,8 @@ __device__ static __forceinline__ void nw_row(const void *src, int dt, int64_t o
       const uint32_t h[2] = {u.x, u.y};
 #pragma unroll
       for (int e = 0; e < 2; e++) {
-        if (es == 4) {
-          v[2 * w + e] = __uint_as_float(h[e]);
-        } else if (dt == VC_DTYPE_F16) {
-          v[4 * w + 2 * e] = __half2float(__ushort_as_half((unsigned short)(h[e] & 0xffffu)));
-          v[4 * w + 2 * e + 1] = __half2float(__ushort_as_half((unsigned short)(h[e] >> 16)));
-        } else {
-          v[4 * w + 2 * e] = __uint_as_float(h[e] << 16);
-          v[4 * w + 2 * e + 1] = __uint_as_float(h[e] & 0xffff0000u);
-        }
+        if (es == 4) v[2 * w + e] = __uint_as_float(h[e]);
+        else vc_unpack16x2(h[e], dt, &v[4 * w + 2 * e], &v[4 * w + 2 * e + 1]);
       }
     }
     return;
@@ -138,13 +131,14 @@ __device__ static __forceinline__ void nw_body(const imp_args &args, int vec, co
 
 #define NW_KERNEL(name, cmax, dt) \
   __global__ void __launch_bounds__(NW_THREADS) name(const imp_args p, int vec) { nw_body(p, vec, cmax, dt); }
-#define NW_KERNELS(cmax)                                  \
-  NW_KERNEL(k_narrow_f32_##cmax, cmax, VC_DTYPE_F32)      \
-  NW_KERNEL(k_narrow_f16_##cmax, cmax, VC_DTYPE_F16)      \
-  NW_KERNEL(k_narrow_bf16_##cmax, cmax, VC_DTYPE_BF16)
-NW_KERNELS(4)
-NW_KERNELS(8)
-NW_KERNELS(16)
+/* KERNEL(prefix_DT_cmax, cmax, dt) for the three storage types */
+#define NW_PER_DTYPE(KERNEL, prefix, cmax)              \
+  KERNEL(prefix##_f32_##cmax, cmax, VC_DTYPE_F32)       \
+  KERNEL(prefix##_f16_##cmax, cmax, VC_DTYPE_F16)       \
+  KERNEL(prefix##_bf16_##cmax, cmax, VC_DTYPE_BF16)
+NW_PER_DTYPE(NW_KERNEL, k_narrow, 4)
+NW_PER_DTYPE(NW_KERNEL, k_narrow, 8)
+NW_PER_DTYPE(NW_KERNEL, k_narrow, 16)
 typedef void (*nw_kernel)(const imp_args, int);
 /* [dtype: f32, f16, bf16][cmax 4, 8, 16] */
 static const nw_kernel nw_kernels[3][3] = {{k_narrow_f32_4, k_narrow_f32_8, k_narrow_f32_16},
@@ -166,9 +160,10 @@ __device__ static __forceinline__ void nwg_body(const imp_args &args, float *par
   __shared__ float red[NW_WG_THREADS / 32][NW_WG_CO * NW_WG_MAX_CI];
   const int64_t groups = (p.co + NW_WG_CO - 1) / NW_WG_CO;
   const int64_t g = blockIdx.x % groups, u = blockIdx.x / groups;
-  const int r = (int)(u % p.K);
-  const int64_t c = u / p.K, lo = p.offsets[r], nr = p.offsets[r + 1] - lo;
-  const int64_t j0 = lo + c * nr / p.nsplit, j1 = lo + (c + 1) * nr / p.nsplit, o0 = g * NW_WG_CO;
+  int r;
+  int64_t c, j0, j1;
+  chunk_of(p, u, &r, &c, &j0, &j1);
+  const int64_t o0 = g * NW_WG_CO;
   const int ci = (int)p.ci;
   float acc[NW_WG_CO][NW_WG_MAX_CI];
 #pragma unroll
@@ -223,12 +218,8 @@ __device__ static __forceinline__ void nwg_body(const imp_args &args, float *par
   __global__ void __launch_bounds__(NW_WG_THREADS) name(const imp_args p, float *part, int vec_d, int vec_x) { \
     nwg_body(p, part, vec_d, vec_x, cmax, dt);                                                           \
   }
-#define NWG_KERNELS(cmax)                                         \
-  NWG_KERNEL(k_narrow_wgrad_f32_##cmax, cmax, VC_DTYPE_F32)       \
-  NWG_KERNEL(k_narrow_wgrad_f16_##cmax, cmax, VC_DTYPE_F16)       \
-  NWG_KERNEL(k_narrow_wgrad_bf16_##cmax, cmax, VC_DTYPE_BF16)
-NWG_KERNELS(4)
-NWG_KERNELS(8)
+NW_PER_DTYPE(NWG_KERNEL, k_narrow_wgrad, 4)
+NW_PER_DTYPE(NWG_KERNEL, k_narrow_wgrad, 8)
 typedef void (*nwg_kernel)(const imp_args, float *, int, int);
 static const nwg_kernel nwg_kernels[3][2] = {{k_narrow_wgrad_f32_4, k_narrow_wgrad_f32_8},
                                              {k_narrow_wgrad_f16_4, k_narrow_wgrad_f16_8},

@@ -68,10 +68,8 @@ __global__ static void k_column_partials_vec(const void *dy, int dt, int64_t n, 
           if (es == 4) {
             sum[e] += __uint_as_float(w[e]);
           } else {
-            const float lo = dt == VC_DTYPE_F16 ? __half2float(__ushort_as_half((unsigned short)(w[e] & 0xffffu)))
-                                                : __uint_as_float(w[e] << 16);
-            const float hi = dt == VC_DTYPE_F16 ? __half2float(__ushort_as_half((unsigned short)(w[e] >> 16)))
-                                                : __uint_as_float(w[e] & 0xffff0000u);
+            float lo, hi;
+            vc_unpack16x2(w[e], dt, &lo, &hi);
             sum[2 * e] += lo, sum[2 * e + 1] += hi;
           }
         }

@@ -60,10 +60,10 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, float *part, c
   const int ct = (int)(bid % n_co_t);
   bid /= n_co_t;
   /* then the offsets of one chunk, then the chunks */
-  const int r = (int)(bid % p.K);
-  const int64_t chunk = bid / p.K, lo = p.offsets[r], nr = p.offsets[r + 1] - lo;
+  int r;
+  int64_t chunk, j0, j1;
+  chunk_of(p, bid, &r, &chunk, &j0, &j1);
   const int64_t m0 = (int64_t)ct * WR_BM, n0 = (int64_t)nt * bn;
-  const int64_t j0 = lo + chunk * nr / p.nsplit, j1 = lo + (chunk + 1) * nr / p.nsplit;
   if (add && j1 <= j0) return; /* nothing to add (a slice would need its zeros) */
   const int n_it = (int)((j1 - j0 + WR_BK - 1) / WR_BK);
 
@@ -198,8 +198,8 @@ static const wr_kernel wr_kernels[3][2] = {
 
 /* The tile width (VOXCONV_MASKED_BN's, else from the input channels), S and the form.
  * S (VOXCONV_MASKED_SPLIT's, else chosen): WR_UNITS_PER_SM CTAs a multiprocessor, and
- * enough chunks that the rows the CTAs in flight read (their share of x and dy, plus as
- * much again for the offsets' drift) fill at most half of L2; at most one chunk a
+ * enough chunks that the rows the CTAs in flight read (their chunk positions' share of x
+ * and dy, plus one more position for the offsets' drift) fill at most half of L2; at most one chunk a
  * WR_MIN_CHUNK pairs an offset. The slices form (deterministic contexts) also keeps its
  * slices within WR_MAX_SLICES and WR_SLICE_BYTES. */
 typedef struct wr_shape {
