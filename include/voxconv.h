@@ -308,8 +308,9 @@ VC_API vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, cons
  * backward-data results are repeatable bit for bit (split partials are added in a fixed
  * order); backward-weight's only in a VOXCONV_DETERMINISTIC context (there its implicit
  * fallback also runs with one split). Read by vc_context_create: VOXCONV_WGMMA=0 removes
- * VC_ALGO_MASKED (for comparisons); VOXCONV_MASKED_BN=64|128|256 fixes its tile width
- * (else chosen per call from the channels and the grid) and VOXCONV_MASKED_SPLIT=1..16
+ * VC_ALGO_MASKED (for comparisons); VOXCONV_MASKED_BN=64|96|128|256 fixes its tile width
+ * (else chosen per call from the channels and the grid; backward-weight has no 96 and runs
+ * 128 for it) and VOXCONV_MASKED_SPLIT=1..16
  * its reduction splits (forward/backward-data) and chunks per offset (backward-weight;
  * else chosen per call); another value of either fails with VC_ERR_INVALID_ARGUMENT. */
 

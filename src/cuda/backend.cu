@@ -39,8 +39,8 @@ static vc_status cuda_context_init(vc_context *ctx) {
   const char *bn = getenv("VOXCONV_MASKED_BN");
   if (bn && *bn) {
     st->masked_bn = atoi(bn);
-    if (strcmp(bn, "64") && strcmp(bn, "128") && strcmp(bn, "256"))
-      return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "vc_context_create: VOXCONV_MASKED_BN = \"%s\"; use 64, 128 or 256", bn);
+    if (strcmp(bn, "64") && strcmp(bn, "96") && strcmp(bn, "128") && strcmp(bn, "256"))
+      return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "vc_context_create: VOXCONV_MASKED_BN = \"%s\"; use 64, 96, 128 or 256", bn);
   }
   const char *sp = getenv("VOXCONV_MASKED_SPLIT");
   if (sp && *sp) {

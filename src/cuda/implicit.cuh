@@ -173,15 +173,20 @@ __device__ static __forceinline__ void chunk_of(const imp_args &p, int64_t u, in
   const tile_pos t = tile_setup(p, bm, bn, bk, rowid, act, &n_act, gtab, (skips) ? live16 : NULL);                                 \
   if (p.mode == MODE_WGRAD && t.n_it == 0) return
 
-/* Columns n, n+1 (both inside the output) plus bias, as one 32-bit pair of 16-bit values. */
-__device__ static __forceinline__ uint32_t pack2(const imp_args &p, int64_t n, float v0, float v1) {
-  if (p.bias) v0 += vc_load(p.bias, p.dt, n), v1 += vc_load(p.bias, p.dt, n + 1);
-  if (p.dt == VC_DTYPE_F16) {
+/* v0, v1 as one 32-bit pair of 16-bit values of dtype dt (f16 or bf16). */
+__device__ static __forceinline__ uint32_t vc_pack2(int dt, float v0, float v1) {
+  if (dt == VC_DTYPE_F16) {
     __half2 h = __floats2half2_rn(v0, v1);
     return *(uint32_t *)&h;
   }
   __nv_bfloat162 b = __floats2bfloat162_rn(v0, v1);
   return *(uint32_t *)&b;
+}
+
+/* Columns n, n+1 (both inside the output) plus bias, as one 32-bit pair of 16-bit values. */
+__device__ static __forceinline__ uint32_t pack2(const imp_args &p, int64_t n, float v0, float v1) {
+  if (p.bias) v0 += vc_load(p.bias, p.dt, n), v1 += vc_load(p.bias, p.dt, n + 1);
+  return vc_pack2(p.dt, v0, v1);
 }
 
 /* narrow.cu: FFMA kernels for a reduction of at most 16 channels (forward, dgrad) or at

@@ -697,28 +697,31 @@ static bool subm_setup(plan_pair *pp, conv_data *cd, vc_context *gctx, int64_t n
   return true;
 }
 
-/* The masked kernel's three tile widths, each forced through VOXCONV_MASKED_BN in a context
+/* The masked kernel's four tile widths, each forced through VOXCONV_MASKED_BN in a context
  * of its own, and three of them with forced reduction splits (VOXCONV_MASKED_SPLIT; 16 leaves
  * some splits without stages; wgrad's chunks then add their partials with reductions, and
  * in the VOXCONV_DETERMINISTIC context as ordered slices): all passes of a submanifold and a
  * strided plan in f16, bf16 and tf32, with enough rows and channels for several row and
- * column tiles and reduction tails; and bad values of both variables refused with their
- * messages. */
+ * column tiles and reduction tails, and both stage depths (64-byte stages where the
+ * reduction's channels fit in 64 bytes: the forward of 24 channels in f16 and of 16 in f16
+ * and tf32; 128-byte ones elsewhere, with half-full last chunks); and bad values of both
+ * variables refused with their messages. */
 static void test_masked_tiles(void) {
   if (!g_has_masked) {
     printf("  no sm_90 device (or VOXCONV_WGMMA=0): nothing to test\n");
     return;
   }
-  enum { NCFG = 6 };
+  enum { NCFG = 7 };
   /* BN, split, deterministic */
-  static const char *const cfg[NCFG][3] = {{"64", NULL, NULL},  {"128", NULL, NULL},  {"256", NULL, NULL},
-                                           {"64", "3", NULL}, {"256", "16", NULL}, {"128", "5", "1"}};
-  static const int64_t ch[3][2] = {{264, 520}, {200, 136}, {64, 64}};
+  static const char *const cfg[NCFG][3] = {{"64", NULL, NULL}, {"96", NULL, NULL},  {"128", NULL, NULL},
+                                           {"256", NULL, NULL}, {"64", "3", NULL}, {"256", "16", NULL},
+                                           {"128", "5", "1"}};
+  static const int64_t ch[3][2] = {{24, 232}, {16, 520}, {200, 136}};
   /* f16, bf16, and f32 storage with tf32 math (forward and dgrad on wgmma; wgrad runs the
    * implicit kernel) */
   static const vc_dtype dtypes[3] = {VC_DTYPE_F16, VC_DTYPE_BF16, VC_DTYPE_F32};
   static const vc_conv_kind kinds[2] = {VC_CONV_SUBMANIFOLD, VC_CONV_SPARSE};
-  static const char *const bad[4][3] = {{"VOXCONV_MASKED_BN", "96", "VOXCONV_MASKED_BN = \"96\"; use 64, 128 or 256"},
+  static const char *const bad[4][3] = {{"VOXCONV_MASKED_BN", "32", "VOXCONV_MASKED_BN = \"32\"; use 64, 96, 128 or 256"},
                                          {"VOXCONV_MASKED_SPLIT", "0", "VOXCONV_MASKED_SPLIT = \"0\"; use 1 to 16"},
                                          {"VOXCONV_MASKED_SPLIT", "17", "VOXCONV_MASKED_SPLIT = \"17\"; use 1 to 16"},
                                          {"VOXCONV_MASKED_SPLIT", "4x", "VOXCONV_MASKED_SPLIT = \"4x\"; use 1 to 16"}};

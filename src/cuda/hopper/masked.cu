@@ -3,29 +3,34 @@
  * multiple of 8, 16-byte aligned operands and output); wgrad.cu is its 16-bit weight
  * gradient. Other shapes run the implicit kernels.
  *
- * A tile is 128 output rows (taken in the plan's Gray-code order) by BN output columns;
- * its reduction loops over the union of its rows' active offsets times the chunks of 128
- * bytes of channels (64 16-bit values, 32 tf32): C[m, n] += sum_k A[nb[m, r], k] * B_r[n, k]. A work unit is a tile, or one of
- * nsplit contiguous ranges of its reduction stages where the grid would be too small.
+ * A tile is 128 output rows (taken in the plan's Gray-code order) by BN output columns (64,
+ * 96, 128 or 256); its reduction loops over the union of its rows' active offsets times the
+ * chunks of KB bytes of channels: C[m, n] += sum_k A[nb[m, r], k] * B_r[n, k]. KB is 128 (64
+ * 16-bit values, 32 tf32), or 64 where all the channels fit in 64 bytes (mk_kb). A work unit
+ * is a tile, or one of nsplit contiguous ranges of its reduction stages where the grid would
+ * be too small.
  *
  * Persistent and warp-specialised (roles and stage ring in ring.cuh): one CTA a
  * multiprocessor walks the units blockIdx.x, + gridDim.x, ...
  *   - the producers (registers cut to 56 a thread) build each unit's tables (its rows, active
  *     offsets and their gather rows) while the consumers still work on the previous unit,
- *     then gather the 128 A rows of a stage with cp.async into a 128-byte-swizzled K-major
+ *     then gather the 128 A rows of a stage with cp.async into a KB-byte-swizzled K-major
  *     tile, and one of their threads has the TMA copy the stage's weight box (swizzled the
  *     same way by the copy engine; out-of-range rows and channels arrive as zeros);
  *   - two consumers each issue m64nBN wgmma (k16, or k8 in tf32) over 64 of the rows, with fp32
  *     accumulators, one group in flight; a consumer skips the stages of offsets that none
  *     of its 64 rows meets (their A rows are zeros).
- * The epilogue adds the bias, converts and stores from the accumulators while the ring
+ * The epilogue adds the bias (staged in shared memory when the unit begins: loaded in the
+ * epilogue, every column pair's load stalled the stores behind it, a quarter of the
+ * consumers' time on narrow layers), converts and stores from the accumulators while the ring
  * already fills with the next unit's stages. A split unit stores its fp32 partial in the
  * workspace; the tile's last split to arrive (a counter per tile) adds all partials in
  * split order and writes the tile, so results are bitwise repeatable. No atomics on data:
  * each output row belongs to one tile.
  *
  * dgrad is the same kernel on the reversed map. Its B_r[n = ci][k = co] is the weight as
- * stored, ci contiguous: an MN-major operand, copied as BN / 64 atoms of 64 ci x 64 co. tf32
+ * stored, ci contiguous: an MN-major operand, copied as ceil(BN / 64) atoms of 64 ci x KB / 2
+ * co. tf32
  * wgmma takes K-major operands only, so a tf32 dgrad first transposes the weight into the
  * workspace (w[co][K][ci] -> [ci][K][co], K x Ci x Co x 4 bytes) and then reads it like the
  * forward; that copy rounds the weight to tf32. The gathered rows, and the forward's
@@ -41,16 +46,26 @@
 #include <stdio.h>
 
 #define MK_BM 128
-#define MK_KB 128 /* bytes of reduction values a stage row holds: one 128-byte swizzle row */
-#define MK_A_TILE (MK_BM * MK_KB)
-#define MK_B_TILE(bn) ((bn) * MK_KB)
-#define MK_STAGES(bn) HP_STAGES(MK_A_TILE, MK_B_TILE(bn))
-#define MK_SMEM(bn) HP_SMEM(MK_A_TILE, MK_B_TILE(bn))
+#define MK_A_TILE(kb) (MK_BM * (kb))
+/* B: K-major, bn rows of kb bytes; MN-major (16-bit dgrad), ceil(bn / 64) atoms of kb / 2
+ * rows of 128 bytes (64 values) */
+#define MK_B_TILE(bn, kb, km) ((km) ? (bn) * (kb) : ((bn) + 63) / 64 * 64 * (kb))
+#define MK_STAGES(bn, kb, km) HP_STAGES(MK_A_TILE(kb), MK_B_TILE(bn, kb, km))
+#define MK_SMEM(bn, kb, km) HP_SMEM(MK_A_TILE(kb), MK_B_TILE(bn, kb, km))
 #define MK_AUTO_SPLIT 8
 #define MK_MIN_SPLIT_STAGES 8 /* reduction stages a split has at least (of the K offsets) */
+#define MK_NBN 4              /* tile widths: mk_bn */
 
-/* Reduction values a stage row holds: 64 16-bit or 32 tf32 (dt VC_DTYPE_F32). */
-__host__ __device__ static inline int mk_bk(int dt) { return dt == VC_DTYPE_F32 ? MK_KB / 4 : MK_KB / 2; }
+/* Bytes of reduction values a stage row holds for c_red channels of dtype dt: 64 where all
+ * of them fit in 64 bytes (32 16-bit channels: half the copies and MMAs of a half-empty
+ * 128-byte stage), else 128. Not where it would add stages (96 16-bit channels: 3 stages of
+ * 32 ran 9 % slower than 2 of 64, bench/NOTES.md): a stage costs the producers about the
+ * same whatever its depth. */
+static inline int mk_kb(int64_t c_red, int dt) {
+  return c_red * (dt == VC_DTYPE_F32 ? 4 : 2) <= 64 ? 64 : 128;
+}
+/* Reduction values a stage row of kb bytes holds. */
+__host__ __device__ static inline int mk_bk(int dt, int kb) { return dt == VC_DTYPE_F32 ? kb / 4 : kb / 2; }
 /* B is K-major (one TMA box a stage) in the forward and in tf32's dgrad (transposed weight). */
 __host__ __device__ static inline bool mk_b_kmajor(int mode, int dt) { return mode == MODE_FWD || dt == VC_DTYPE_F32; }
 
@@ -78,9 +93,11 @@ __device__ static __forceinline__ void mk_range(const imp_args &p, const mk_unit
 /* p: the pass's arguments with nsplit and n_tiles set; part, cnt: the split partials and
  * their per-tile arrival counters (zero at launch), unused when nsplit == 1. */
 __device__ static __forceinline__ void mk_body(const imp_args &args, const CUtensorMap *bmap, float *part, int *cnt,
-                                               const int mode, const int dt, const int bn, const int np) {
+                                               const int mode, const int dt, const int bn, const int kb, const int np) {
 #ifdef VC_SM90A
-  const int st = MK_STAGES(bn), pt = 128 * np; /* stages, producer threads */
+  const bool b_kmajor = mk_b_kmajor(mode, dt);
+  const int a_tile = MK_A_TILE(kb), b_tile = MK_B_TILE(bn, kb, b_kmajor);
+  const int st = MK_STAGES(bn, kb, b_kmajor), pt = 128 * np; /* stages, producer threads */
   imp_args p = args;
   p.dt = dt; /* a constant in each kernel: pack2's dtype branch folds */
   extern __shared__ __align__(16) uint8_t mk_smem[];
@@ -89,23 +106,23 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
   __shared__ int16_t act[MAX_K];
   __shared__ int32_t gtab[GTAB_OFFSETS * GTAB_STRIDE(MK_BM)];
   __shared__ int n_act, last;
+  __shared__ float sbias[2][256]; /* the unit's bias columns, by unit parity */
   /* full: the producers' cp.async arrivals + the TMA issuer's */
-  const hp_ring ring = hp_ring_init(mk_smem, st, MK_A_TILE, MK_B_TILE(bn), pt + 1);
+  const hp_ring ring = hp_ring_init(mk_smem, st, a_tile, b_tile, pt + 1);
   const uint32_t sA = ring.a, sB = ring.b, full = ring.full, empty = ring.empty;
   const int wg = hp_warpgroup();
-  const int es = dt == VC_DTYPE_F32 ? 4 : 2, bk = mk_bk(dt); /* element bytes, values a stage row */
-  const bool b_kmajor = mk_b_kmajor(mode, dt);
+  const int es = dt == VC_DTYPE_F32 ? 4 : 2, bk = mk_bk(dt, kb); /* element bytes, values a stage row */
   const int nkc = (int)((p.c_red + bk - 1) / bk);
   const int64_t units = (p.rows + MK_BM - 1) / MK_BM * p.n_tiles * p.nsplit;
 
   if (wg < np) { /* ---- producers ---- */
     hp_producer_regs();
     /* Thread tid copies 16-byte chunk q of rows m0 + MR h of every stage; the swizzle only
-     * depends on m % 8, so the destinations are one base + 128 MR h. The loop
+     * depends on m % 8, so the destinations are one base + kb MR h. The loop
      * keeps its offset, chunk and slot as counters: no divisions per stage. */
-    const int MR = pt / 8; /* rows one pass of the producer threads covers */
-    const int tid = threadIdx.x, q = tid & 7, m0 = tid >> 3;
-    const uint32_t dst0 = sA + vc_sw128(m0, q);
+    const int CH = kb / 16, MR = pt / CH; /* chunks a row, rows one pass of the producer threads covers */
+    const int tid = threadIdx.x, q = tid % CH, m0 = tid / CH;
+    const uint32_t dst0 = sA + vc_sw(kb, m0, q);
     const char *a_src = (const char *)p.a_src;
     const int64_t a_pitch = p.c_red * es; /* bytes of a gathered row */
     int s = 0, phase = 0, g = 0; /* slot, its phase, stages issued by this CTA */
@@ -129,11 +146,11 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
         if (g >= st) vc_mbar_wait(empty + 8 * s, phase ^ 1);
         const int col = act[a], rw = p.flip ? p.K - 1 - col : col, k0 = kc * bk;
         if (tid == 0) {
-          vc_mbar_arrive_expect_tx(full + 8 * s, MK_B_TILE(bn));
-          if (b_kmajor) vc_tma_load_3d(sB + s * MK_B_TILE(bn), bmap, k0, rw, (int)w.n0, full + 8 * s);
+          vc_mbar_arrive_expect_tx(full + 8 * s, b_tile);
+          if (b_kmajor) vc_tma_load_3d(sB + s * b_tile, bmap, k0, rw, (int)w.n0, full + 8 * s);
           else
-            for (int x = 0; x < bn / 64; x++) /* atom x: ci n0 + 64 x.., co k0.. */
-              vc_tma_load_3d(sB + s * MK_B_TILE(bn) + x * HP_ATOM, bmap, (int)w.n0 + 64 * x, rw, k0, full + 8 * s);
+            for (int x = 0; x < (bn + 63) / 64; x++) /* atom x: ci n0 + 64 x.., co k0.. */
+              vc_tma_load_3d(sB + s * b_tile + x * 64 * kb, bmap, (int)w.n0 + 64 * x, rw, k0, full + 8 * s);
         }
         int32_t row[MK_BM / 16]; /* MK_BM / MR of them used */
 #pragma unroll
@@ -143,11 +160,11 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
         const int k = k0 + q * (16 / es);
         const bool kin = k < p.c_red;
         const char *src_k = a_src + (int64_t)k * es;
-        const uint32_t dst = dst0 + s * MK_A_TILE;
+        const uint32_t dst = dst0 + s * a_tile;
 #pragma unroll
         for (int h = 0; h < MK_BM / MR; h++) {
           const bool ok = kin && row[h] >= 0;
-          asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst + 128 * MR * h),
+          asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst + kb * MR * h),
                        "l"(ok ? src_k + row[h] * a_pitch : a_src), "r"(ok ? 16 : 0));
         }
         vc_mbar_arrive_cp_async(full + 8 * s);
@@ -160,8 +177,14 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
     hp_consumer_regs(np);
     const int cw = wg - np, lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, ct = threadIdx.x - pt;
     hp_pos pos = {0, 0};
+    int par = 1;
     for (int64_t u = blockIdx.x; u < units; u += gridDim.x) {
       const mk_unit w = mk_unit_of(p, u, bn);
+      /* the unit's bias columns; read after the barrier below, rewritten two units later,
+       * after every consumer has passed the next unit's barrier */
+      par ^= 1;
+      if (p.bias && ct < bn)
+        sbias[par][ct] = w.n0 + ct < p.n_cols ? vc_load(p.bias, dt, w.n0 + ct) : 0.0f;
       /* the producers' offset walk, from the same masks; with one mask word, this
        * warpgroup's 64 rows (one VC_ORDER_BLOCK) skip the offsets none of them meets */
       int na = 0;
@@ -174,9 +197,10 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
       float acc[128];
 #pragma unroll
       for (int i = 0; i < bn / 2; i++) acc[i] = 0.0f;
-      hp_consume(acc, ring, pos, it1 - it0, st, MK_A_TILE, MK_B_TILE(bn), cw * 64 * 128, bn, dt,
+      hp_consume(acc, ring, pos, it1 - it0, st, a_tile, b_tile, kb, cw * 64 * kb, bn, dt,
                  b_kmajor ? HP_KK : HP_KMN, skips ? uni : 0u, live, nkc, it0);
 
+      if (p.bias) vc_named_barrier(1, 256); /* sbias[par] written */
       if (p.nsplit > 1) { /* the tile's last split to finish adds all partials, in split order */
         float *mine = part + ((w.tile * p.nsplit + w.split) * (bn / 2)) * 256 + ct;
 #pragma unroll
@@ -204,18 +228,16 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
         orow[h] = mr + 8 * h < p.rows ? (p.order ? p.order[mr + 8 * h] : (int32_t)(mr + 8 * h)) : -1;
 #pragma unroll
       for (int j = 0; j < bn / 8; j++) {
-        const int64_t n = w.n0 + 8 * j + 2 * (lane & 3);
+        const int c = 8 * j + 2 * (lane & 3);
+        const int64_t n = w.n0 + c;
+        const float b0 = p.bias ? sbias[par][c] : 0.0f, b1 = p.bias ? sbias[par][c + 1] : 0.0f;
         if (n < p.n_cols) /* n_cols % 8 == 0 on the fast path */
 #pragma unroll
           for (int h = 0; h < 2; h++) {
-            const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+            const float v0 = acc[4 * j + 2 * h] + b0, v1 = acc[4 * j + 2 * h + 1] + b1;
             if (orow[h] < 0) continue;
-            if (dt == VC_DTYPE_F32) {
-              const float b0 = p.bias ? ((const float *)p.bias)[n] : 0.0f, b1 = p.bias ? ((const float *)p.bias)[n + 1] : 0.0f;
-              *(float2 *)((float *)p.out + (int64_t)orow[h] * p.n_cols + n) = make_float2(v0 + b0, v1 + b1);
-            } else {
-              *(uint32_t *)((uint16_t *)p.out + (int64_t)orow[h] * p.n_cols + n) = pack2(p, n, v0, v1);
-            }
+            if (dt == VC_DTYPE_F32) *(float2 *)((float *)p.out + (int64_t)orow[h] * p.n_cols + n) = make_float2(v0, v1);
+            else *(uint32_t *)((uint16_t *)p.out + (int64_t)orow[h] * p.n_cols + n) = vc_pack2(dt, v0, v1);
           }
       }
     }
@@ -225,30 +247,30 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
 #endif
 }
 
-#define MK_KERNEL(name, mode, dt, bn)                                                                     \
+#define MK_KERNEL(name, mode, dt, bn, kb)                                                                 \
   __global__ void __launch_bounds__(HP_THREADS(HP_NP(bn)), 1)                                              \
       name(const imp_args p, const __grid_constant__ CUtensorMap bmap, float *part, int *cnt) {             \
-    mk_body(p, &bmap, part, cnt, mode, dt, bn, HP_NP(bn));                                                 \
+    mk_body(p, &bmap, part, cnt, mode, dt, bn, kb, HP_NP(bn));                                             \
   }
-#define MK_KERNELS(bn)                                          \
-  MK_KERNEL(k_mk_fwd_f16_##bn, MODE_FWD, VC_DTYPE_F16, bn)      \
-  MK_KERNEL(k_mk_fwd_bf16_##bn, MODE_FWD, VC_DTYPE_BF16, bn)    \
-  MK_KERNEL(k_mk_fwd_tf32_##bn, MODE_FWD, VC_DTYPE_F32, bn)     \
-  MK_KERNEL(k_mk_dgrad_f16_##bn, MODE_DGRAD, VC_DTYPE_F16, bn)  \
-  MK_KERNEL(k_mk_dgrad_bf16_##bn, MODE_DGRAD, VC_DTYPE_BF16, bn) \
-  MK_KERNEL(k_mk_dgrad_tf32_##bn, MODE_DGRAD, VC_DTYPE_F32, bn)
-MK_KERNELS(64)
-MK_KERNELS(128)
-MK_KERNELS(256)
+#define MK_KERNELS(bn, kb)                                                      \
+  MK_KERNEL(k_mk_fwd_f16_##bn##_##kb, MODE_FWD, VC_DTYPE_F16, bn, kb)           \
+  MK_KERNEL(k_mk_fwd_bf16_##bn##_##kb, MODE_FWD, VC_DTYPE_BF16, bn, kb)         \
+  MK_KERNEL(k_mk_fwd_tf32_##bn##_##kb, MODE_FWD, VC_DTYPE_F32, bn, kb)          \
+  MK_KERNEL(k_mk_dgrad_f16_##bn##_##kb, MODE_DGRAD, VC_DTYPE_F16, bn, kb)       \
+  MK_KERNEL(k_mk_dgrad_bf16_##bn##_##kb, MODE_DGRAD, VC_DTYPE_BF16, bn, kb)     \
+  MK_KERNEL(k_mk_dgrad_tf32_##bn##_##kb, MODE_DGRAD, VC_DTYPE_F32, bn, kb)
+#define MK_WIDTHS(kb) MK_KERNELS(64, kb) MK_KERNELS(96, kb) MK_KERNELS(128, kb) MK_KERNELS(256, kb)
+MK_WIDTHS(128)
+MK_WIDTHS(64)
 
 typedef void (*mk_kernel)(const imp_args, const CUtensorMap, float *, int *);
-/* The tile table: [variant][dgrad][f16, bf16, tf32], variant i has BN = mk_bn[i]. */
-static const int mk_bn[3] = {64, 128, 256};
-#define MK_ROW(bn)                                                        \
-  {{k_mk_fwd_f16_##bn, k_mk_fwd_bf16_##bn, k_mk_fwd_tf32_##bn},           \
-   {k_mk_dgrad_f16_##bn, k_mk_dgrad_bf16_##bn, k_mk_dgrad_tf32_##bn}}
-static const mk_kernel mk_kernels[3][2][3] = {MK_ROW(64), MK_ROW(128), MK_ROW(256)};
+/* The tile table: [variant][kb 128, 64][dgrad][f16, bf16, tf32], variant i has BN = mk_bn[i]. */
+static const int mk_bn[MK_NBN] = {64, 96, 128, 256};
+#define MK_DT(m, bn, kb) {k_mk_##m##_f16_##bn##_##kb, k_mk_##m##_bf16_##bn##_##kb, k_mk_##m##_tf32_##bn##_##kb}
+#define MK_ROW(bn) {{MK_DT(fwd, bn, 128), MK_DT(dgrad, bn, 128)}, {MK_DT(fwd, bn, 64), MK_DT(dgrad, bn, 64)}}
+static const mk_kernel mk_kernels[MK_NBN][2][2][3] = {MK_ROW(64), MK_ROW(96), MK_ROW(128), MK_ROW(256)};
 #undef MK_ROW
+#undef MK_DT
 static int mk_dt_index(int dt) { return dt == VC_DTYPE_F16 ? 0 : dt == VC_DTYPE_BF16 ? 1 : 2; }
 
 /* The shape of one call: tile width and splits of the reduction. A tuned variant fixes both
@@ -279,15 +301,17 @@ static mk_shape mk_shape_of(const vc_cuda_state *cs, int64_t rows, int64_t n_col
     sh.tiles = mk_tiles(row_tiles, n_cols, sh.v);
     return sh;
   }
-  sh.v = n_cols > 128 ? 2 : n_cols > 64 ? 1 : 0;
-  for (int v = 0; v < 3; v++)
+  sh.v = 0;
+  while (sh.v < MK_NBN - 1 && mk_bn[sh.v] < n_cols) sh.v++;
+  for (int v = 0; v < MK_NBN; v++)
     if (mk_bn[v] == cs->masked_bn) sh.v = v;
   const int64_t tiles = mk_tiles(row_tiles, n_cols, sh.v);
   sh.nsplit = 1;
   if (can_split && cs->masked_split) {
     sh.nsplit = cs->masked_split;
   } else if (can_split && tiles > 0) {
-    const int64_t stages = K * ((c_red + mk_bk(dt) - 1) / mk_bk(dt));
+    const int bk = mk_bk(dt, mk_kb(c_red, dt));
+    const int64_t stages = K * ((c_red + bk - 1) / bk);
     int64_t s = cs->n_sm / tiles;
     if (s > MK_AUTO_SPLIT) s = MK_AUTO_SPLIT;
     if (s > stages / MK_MIN_SPLIT_STAGES) s = stages / MK_MIN_SPLIT_STAGES;
@@ -312,9 +336,9 @@ static size_t mk_split_bytes(const mk_shape &sh) {
 }
 
 /* B's tensor map. K-major (forward: the weight w[co][K][ci] as dims {ci, K, co}; tf32 dgrad:
- * its transpose [ci][K][co] as {co, K, ci}): box {bk, 1, bn} lands as bn rows of 128 bytes
- * of reduction values. 16-bit dgrad: w as {ci, K, co}, box {64, 1, 64} lands as one
- * MN-major atom, 64 co rows of 64 ci. All 128-byte swizzled. */
+ * its transpose [ci][K][co] as {co, K, ci}): box {bk, 1, bn} lands as bn rows of kb bytes
+ * of reduction values, kb-byte swizzled. 16-bit dgrad: w as {ci, K, co}, box {64, 1, bk}
+ * lands as one 128-byte-swizzled MN-major atom, bk co rows of 64 ci. */
 static vc_status mk_tensor_map(vc_context *ctx, const imp_args &q, const void *w, int bn, CUtensorMap *map) {
   vc_cuda_state *st = vc_cuda(ctx);
   const bool km = mk_b_kmajor(q.mode, q.dt);
@@ -322,11 +346,13 @@ static vc_status mk_tensor_map(vc_context *ctx, const imp_args &q, const void *w
   const cuuint64_t dims[3] = {(cuuint64_t)(km ? q.c_red : q.n_cols), (cuuint64_t)q.K,
                               (cuuint64_t)(km ? q.n_cols : q.c_red)};
   const cuuint64_t strides[2] = {dims[0] * es, dims[0] * dims[1] * es};
-  const cuuint32_t box[3] = {(cuuint32_t)mk_bk(q.dt), 1, km ? (cuuint32_t)bn : 64u};
+  const int kb = mk_kb(q.c_red, q.dt);
+  const cuuint32_t box[3] = {(cuuint32_t)(km ? mk_bk(q.dt, kb) : 64), 1, (cuuint32_t)(km ? bn : mk_bk(q.dt, kb))};
   const cuuint32_t elem[3] = {1, 1, 1};
   const CUresult r = ((PFN_cuTensorMapEncodeTiled_v12000)st->encode_tiled)(
       map, es == 4 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_UINT16, 3, (void *)w, dims, strides,
-      box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, km && kb == 64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     return vc_fail(ctx, VC_ERR_DEVICE, "voxconv: cuTensorMapEncodeTiled failed (CUresult %d)", (int)r);
@@ -362,11 +388,12 @@ size_t vc_cuda_masked_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass
 extern "C" int vc_cuda_masked_variants(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int out[]) {
   const vc_cuda_state *cs = vc_cuda(p->ctx);
   const imp_args q = imp_shape(p, a, pass);
-  const int64_t row_tiles = (q.rows + MK_BM - 1) / MK_BM, stages = q.K * ((q.c_red + mk_bk(q.dt) - 1) / mk_bk(q.dt));
+  const int bk = mk_bk(q.dt, mk_kb(q.c_red, q.dt));
+  const int64_t row_tiles = (q.rows + MK_BM - 1) / MK_BM, stages = q.K * ((q.c_red + bk - 1) / bk);
   const int heur = mk_shape_of(cs, q.rows, q.n_cols, q.c_red, q.K, q.dt, true, 0).nsplit;
   const int splits[5] = {1, 2, 4, 8, heur};
   int n = 0;
-  for (int v = 0; v < 3; v++) {
+  for (int v = 0; v < MK_NBN; v++) {
     if (v > 0 && mk_bn[v - 1] >= q.n_cols) break;
     const int64_t tiles = mk_tiles(row_tiles, q.n_cols, v);
     for (int i = 0; i < 5; i++) {
@@ -381,13 +408,13 @@ extern "C" int vc_cuda_masked_variants(const vc_plan *p, const vc_conv_args *a, 
 }
 
 extern "C" void vc_cuda_masked_variant_name(int variant, char buf[32]) {
-  snprintf(buf, 32, "bn%d.split%d", mk_bn[(variant - 1) / 16 % 3], (variant - 1) % 16 + 1);
+  snprintf(buf, 32, "bn%d.split%d", mk_bn[(variant - 1) / 16 % MK_NBN], (variant - 1) % 16 + 1);
 }
 
 extern "C" int vc_cuda_masked_variant_parse(const char *name) {
   int bn = 0, sp = 0, end = 0;
   if (sscanf(name, "bn%d.split%d%n", &bn, &sp, &end) != 2 || name[end] || sp < 1 || sp > 16) return -1;
-  for (int v = 0; v < 3; v++)
+  for (int v = 0; v < MK_NBN; v++)
     if (mk_bn[v] == bn) return MK_VARIANT(v, sp);
   return -1;
 }
@@ -419,8 +446,9 @@ vc_status vc_cuda_masked_run(vc_context *ctx, const imp_args &args, int variant,
   }
   /* persistent: one CTA a multiprocessor walks units blockIdx.x, + gridDim.x, ... */
   const int64_t units = sh.tiles * sh.nsplit, grid = units < cs->n_sm ? units : cs->n_sm;
-  mk_kernels[sh.v][q.mode == MODE_DGRAD][mk_dt_index(q.dt)]<<<(unsigned)grid, HP_THREADS(HP_NP(bn)), MK_SMEM(bn), s>>>(
-      q, map, part, cnt);
+  const int kb = mk_kb(q.c_red, q.dt);
+  mk_kernels[sh.v][kb == 64][q.mode == MODE_DGRAD][mk_dt_index(q.dt)]<<<
+      (unsigned)grid, HP_THREADS(HP_NP(bn)), MK_SMEM(bn, kb, mk_b_kmajor(q.mode, q.dt)), s>>>(q, map, part, cnt);
   VC_CUDA_TRY(ctx, cudaGetLastError());
   return VC_OK;
 }
@@ -431,10 +459,12 @@ vc_status vc_cuda_masked_init(vc_context *ctx) {
   VC_CUDA_TRY(ctx, cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &st->encode_tiled, 12000, cudaEnableDefault, &found));
   if (found != cudaDriverEntryPointSuccess || !st->encode_tiled)
     return vc_fail(ctx, VC_ERR_DEVICE, "vc_context_create: the driver has no cuTensorMapEncodeTiled");
-  for (int v = 0; v < 3; v++)
-    for (int m = 0; m < 2; m++)
-      for (int d = 0; d < 3; d++)
-        VC_CUDA_TRY(ctx, cudaFuncSetAttribute(mk_kernels[v][m][d], cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              MK_SMEM(mk_bn[v])));
+  static const int dts[3] = {VC_DTYPE_F16, VC_DTYPE_BF16, VC_DTYPE_F32};
+  for (int v = 0; v < MK_NBN; v++)
+    for (int k = 0; k < 2; k++)
+      for (int m = 0; m < 2; m++)
+        for (int d = 0; d < 3; d++)
+          VC_CUDA_TRY(ctx, cudaFuncSetAttribute(mk_kernels[v][k][m][d], cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                MK_SMEM(mk_bn[v], k ? 64 : 128, mk_b_kmajor(m ? MODE_DGRAD : MODE_FWD, dts[d]))));
   return VC_OK;
 }

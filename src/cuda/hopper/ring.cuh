@@ -3,8 +3,10 @@
  * its full/empty mbarriers, and the consumers' main loop of wgmma steps.
  *
  * A CTA has np producer warpgroups (warpgroups 0..np-1) and two consumer warpgroups. A
- * stage is an A tile (the consumers' 2 x 64 rows, 128 bytes of reduction values deep: 64
- * 16-bit or 32 tf32) and a B tile (bn columns), both 128-byte swizzled, in a 192 KB ring. Slot s's `full` barrier completes
+ * stage is an A tile (the consumers' 2 x 64 rows, kb = 128 or 64 bytes of reduction values
+ * deep: 64 or 32 16-bit values, 32 or 16 tf32) and a B tile (bn columns), K-major tiles
+ * kb-byte swizzled, MN-major ones 128-byte swizzled in atoms 64 kb bytes apart (see
+ * ptx/wgmma.cuh), in a 192 KB ring. Slot s's `full` barrier completes
  * when the producers' copies of the stage have landed; its `empty` barrier when the 8
  * consumer warps have retired the wgmma that read it. */
 #ifndef VC_CUDA_HOPPER_RING_CUH
@@ -82,6 +84,8 @@ __device__ static __forceinline__ void hp_mma(float *acc, int bn, int dt, int la
   else dt == VC_DTYPE_BF16 ? vc_wgmma_n##n##_bf16_mnmn(acc, da, db) : vc_wgmma_n##n##_f16_mnmn(acc, da, db);
   if (bn == 64) {
     HP_MMA_N(64)
+  } else if (bn == 96) {
+    HP_MMA_N(96)
   } else if (bn == 128) {
     HP_MMA_N(128)
   } else {
@@ -97,7 +101,8 @@ typedef struct hp_pos {
 } hp_pos;
 
 /* The consumers' main loop over n_it stages: consumer warpgroup cw multiplies its A rows
- * (a_off bytes into the A tile) by the whole B tile into acc, keeps one wgmma group in
+ * (a_off bytes into the A tile) by the whole B tile into acc, kb / 32 K steps a stage (kb:
+ * the stage's bytes of reduction values a row, as above), keeps one wgmma group in
  * flight and hands each slot back once the group that read it has retired. Ends with no
  * wgmma pending and every slot it read handed back.
  *
@@ -108,7 +113,7 @@ typedef struct hp_pos {
  * back at once, after the group in flight: a slot held across skips could be the one the
  * producers wait for. */
 __device__ static __forceinline__ void hp_consume(float *acc, const hp_ring &r, hp_pos &pos, int n_it, int st,
-                                                  int a_tile, int b_tile, uint32_t a_off, int bn, int dt, int layout,
+                                                  int a_tile, int b_tile, int kb, uint32_t a_off, int bn, int dt, int layout,
                                                   uint32_t uni, uint32_t live, int nkc, int it0) {
   const int lane = threadIdx.x & 31;
   int s = pos.s, phase = pos.phase, prev = -1, kc = 0;
@@ -125,9 +130,9 @@ __device__ static __forceinline__ void hp_consume(float *acc, const hp_ring &r, 
       vc_wgmma_fence();
       const uint32_t a0 = r.a + s * a_tile + a_off, b0 = r.b + s * b_tile;
 #pragma unroll
-      for (int kk = 0; kk < 4; kk++) {
-        const uint64_t da = layout == HP_MNMN ? vc_wgmma_desc_mn(a0 + 2048 * kk, HP_ATOM) : vc_wgmma_desc(a0 + 32 * kk);
-        const uint64_t db = layout == HP_KK ? vc_wgmma_desc(b0 + 32 * kk) : vc_wgmma_desc_mn(b0 + 2048 * kk, HP_ATOM);
+      for (int kk = 0; kk < kb / 32; kk++) {
+        const uint64_t da = layout == HP_MNMN ? vc_wgmma_desc_mn(a0 + 2048 * kk, 64 * kb) : vc_wgmma_desc_k(a0 + 32 * kk, kb);
+        const uint64_t db = layout == HP_KK ? vc_wgmma_desc_k(b0 + 32 * kk, kb) : vc_wgmma_desc_mn(b0 + 2048 * kk, 64 * kb);
         hp_mma(acc, bn, dt, layout, da, db);
       }
       vc_wgmma_commit();

@@ -159,7 +159,7 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, float *part, c
 #pragma unroll
     for (int i = 0; i < bn / 2; i++) acc[i] = 0.0f;
     hp_pos pos = {0, 0};
-    hp_consume(acc, ring, pos, n_it, st, WR_A_TILE, WR_B_TILE(bn), cw * HP_ATOM, bn, dt, HP_MNMN, 0u, 0u, 1, 0);
+    hp_consume(acc, ring, pos, n_it, st, WR_A_TILE, WR_B_TILE(bn), 128, cw * HP_ATOM, bn, dt, HP_MNMN, 0u, 0u, 1, 0);
     /* the fragment: row = output channel, column = input channel */
     const int64_t kci = (int64_t)p.K * p.ci;
     float *dst = part + (add ? 0 : chunk * p.co * kci) + (int64_t)r * p.ci;
@@ -212,7 +212,7 @@ static wr_shape wr_shape_of(const vc_plan *p, const vc_conv_args *a) {
   const vc_cuda_state *cs = vc_cuda(p->ctx);
   const int64_t ci = a->in_channels, co = a->out_channels, K = p->kvol;
   const int forced = cs->masked_bn;
-  sh.v = forced ? (forced == 256 ? 2 : forced == 128 ? 1 : 0) : ci > 128 ? 2 : ci > 64 ? 1 : 0;
+  sh.v = forced ? (forced == 256 ? 2 : forced > 64 ? 1 : 0) : ci > 128 ? 2 : ci > 64 ? 1 : 0; /* 96: its 128 */
   const int64_t tiles = (co + WR_BM - 1) / WR_BM * ((ci + wr_bn[sh.v] - 1) / wr_bn[sh.v]), kt = K * tiles;
   int64_t s = cs->masked_split;
   if (!s) {

@@ -3,9 +3,11 @@
  *
  * Operand tiles here use the 128-byte swizzle: a row holds 128 bytes (64 16-bit values or 32
  * tf32), 16-byte chunk q of row m sits at chunk q ^ (m % 8), groups of 8 rows are 1024 bytes
- * apart, and a tile starts 1024-byte aligned. In a K-major tile a row is one m (or n) and the
- * 32-byte K step j (k16 of 16-bit values, k8 of tf32) advances the descriptor's start by
- * 32 * j bytes; in an MN-major tile a row is one k
+ * apart, and a tile starts 1024-byte aligned. K-major tiles may also use the 64-byte swizzle
+ * (rows of 64 bytes, chunk q of row m at q ^ (m / 2 % 4), 8-row groups 512 bytes apart,
+ * 512-byte aligned), for reductions whose last 128-byte step would be half empty. In a
+ * K-major tile a row is one m (or n) and the 32-byte K step j (k16 of 16-bit values, k8 of
+ * tf32) advances the descriptor's start by 32 * j bytes; in an MN-major tile a row is one k
  * and the step advances it by 2048 * j bytes (the swizzle is applied by the hardware to the
  * full address). */
 #ifndef VC_PTX_WGMMA_CUH
@@ -13,14 +15,19 @@
 
 #include <stdint.h>
 
-/* Byte offset of 16-byte chunk q of row m in a 128-byte-swizzled K-major tile. */
-__device__ static inline uint32_t vc_sw128(int m, int q) { return (uint32_t)(m * 128 + ((q ^ (m & 7)) << 4)); }
+/* Byte offset of 16-byte chunk q of row m in a K-major tile of `sw`-byte swizzled rows
+ * (sw 128 or 64). */
+__device__ static inline uint32_t vc_sw(int sw, int m, int q) {
+  return sw == 128 ? (uint32_t)(m * 128 + ((q ^ (m & 7)) << 4)) : (uint32_t)(m * 64 + ((q ^ (m >> 1 & 3)) << 4));
+}
+__device__ static inline uint32_t vc_sw128(int m, int q) { return vc_sw(128, m, q); }
 
-/* Descriptor of a K-major, 128-byte-swizzled tile at shared address `addr`: leading byte
- * offset unused by this layout (encoded 1), stride byte offset 1024 (8 rows), layout type 1
- * (128B swizzle) in bits 62-63. */
-__device__ static inline uint64_t vc_wgmma_desc(uint32_t addr) {
-  return (uint64_t)((addr & 0x3ffff) >> 4) | (uint64_t)1 << 16 | (uint64_t)(1024 >> 4) << 32 | (uint64_t)1 << 62;
+/* Descriptor of a K-major tile of `sw`-byte swizzled rows (128 or 64) at shared address
+ * `addr`: leading byte offset unused by these layouts (encoded 1), stride byte offset 8 rows
+ * (8 sw bytes), layout type in bits 62-63 (1: 128B swizzle, 2: 64B swizzle). */
+__device__ static inline uint64_t vc_wgmma_desc_k(uint32_t addr, int sw) {
+  return (uint64_t)((addr & 0x3ffff) >> 4) | (uint64_t)1 << 16 | (uint64_t)(8 * sw >> 4) << 32 |
+         (uint64_t)(sw == 128 ? 1 : 2) << 62;
 }
 
 /* Descriptor of an MN-major, 128-byte-swizzled operand at `addr`: rows of 64 16-bit values
@@ -44,7 +51,7 @@ __device__ static inline void vc_fence_proxy_async(void) { asm volatile("fence.p
 /* Keeps the compiler from moving reads or writes of an accumulator across a wait. */
 __device__ static inline void vc_reg_fence(float &x) { asm volatile("" : "+f"(x)::"memory"); }
 
-/* One 32-byte K step of an m64nN warpgroup MMA, N = 64, 128 or 256: k16 of f16 or bf16
+/* One 32-byte K step of an m64nN warpgroup MMA, N = 64, 96, 128 or 256: k16 of f16 or bf16
  * operands, or k8 of tf32 (fp32 storage; the tensor cores read the top 19 bits of each value,
  * so operands are truncated, not rounded): d (64 x N per warpgroup, N / 2 floats a thread)
  * += A(64 x K) * B(K x N). `kind` is the shape's tail and types ("k16.f32.f16.f16"); `tail`
@@ -59,6 +66,15 @@ __device__ static inline void vc_reg_fence(float &x) { asm volatile("" : "+f"(x)
                  "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "                                                                       \
                  "%32, %33, p, 1, 1" tail ";\n}\n"                                  \
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])                                                                             \
+                 : "l"(da), "l"(db), "r"(1));                                                         \
+  }
+#define VC_WGMMA_N96(name, kind, tail)                                                              \
+  __device__ static inline void name(float d[48], uint64_t da, uint64_t db) {                      \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %50, 0;\n"                                 \
+                 "wgmma.mma_async.sync.aligned.m64n96" kind " "                         \
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47}, "                                                                       \
+                 "%48, %49, p, 1, 1" tail ";\n}\n"                                  \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])          \
                  : "l"(da), "l"(db), "r"(1));                                                         \
   }
 #define VC_WGMMA_N128(name, kind, tail)                                                              \
@@ -90,11 +106,14 @@ __device__ static inline void vc_reg_fence(float &x) { asm volatile("" : "+f"(x)
 #define VC_WGMMA_TF32(n) VC_WGMMA_N##n(vc_wgmma_n##n##_tf32_kk, "k8.f32.tf32.tf32", "")
 VC_WGMMA_LAYOUTS(64, f16)
 VC_WGMMA_LAYOUTS(64, bf16)
+VC_WGMMA_LAYOUTS(96, f16)
+VC_WGMMA_LAYOUTS(96, bf16)
 VC_WGMMA_LAYOUTS(128, f16)
 VC_WGMMA_LAYOUTS(128, bf16)
 VC_WGMMA_LAYOUTS(256, f16)
 VC_WGMMA_LAYOUTS(256, bf16)
 VC_WGMMA_TF32(64)
+VC_WGMMA_TF32(96)
 VC_WGMMA_TF32(128)
 VC_WGMMA_TF32(256)
 
