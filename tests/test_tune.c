@@ -166,7 +166,7 @@ static bool shipped_line_ok(const char *line) {
   const char *c = sp + 1;
   if (!strcmp(c, "explicit") || !strcmp(c, "implicit") || !strcmp(c, "masked")) return true;
   int bn = 0, split = 0, end = 0;
-  return sscanf(c, "masked/bn%d.split%d%n", &bn, &split, &end) == 2 && !c[end] && (bn == 64 || bn == 128 || bn == 256) &&
+  return sscanf(c, "masked/bn%d.split%d%n", &bn, &split, &end) == 2 && !c[end] && (bn == 64 || bn == 96 || bn == 128 || bn == 256) &&
          split >= 1 && split <= 16;
 }
 
