@@ -99,7 +99,7 @@ extern "C" vc_status vc_cuda_explicit_run(vc_context *ctx, const vc_plan *p, con
         BLAS_TRY(ctx, cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_T, (int)ci, (int)co, (int)m, &one, w.ga, t, (int)ci, w.gb, t,
                                    (int)co, &one, acc + r * ci, CUDA_R_32F, (int)(K * ci), ct, CUBLAS_GEMM_DEFAULT));
       }
-    if (!f32) vc_cuda_convert_f32(out0, a->dtype, acc, co * K * ci, s);
+    if (!f32) vc_cuda_add_slices(out0, a->dtype, acc, 1, co * K * ci, s);
     if (out1) vc_cuda_column_sums(out1, a->dtype, in1, p->n_out, co, w.sums, s);
     VC_CUDA_TRY(ctx, cudaGetLastError());
     return VC_OK;
@@ -119,7 +119,7 @@ extern "C" vc_status vc_cuda_explicit_run(vc_context *ctx, const vc_plan *p, con
                                  CUDA_R_32F, (int)c_dst, ct, CUBLAS_GEMM_DEFAULT));
       k_scatter_add<<<vc_grid(m * c_dst), 256, 0, s>>>(acc, w.gc, dst_idx + b, m, c_dst);
     }
-  if (!f32) vc_cuda_convert_f32(out0, a->dtype, acc, n_dst * c_dst, s);
+  if (!f32) vc_cuda_add_slices(out0, a->dtype, acc, 1, n_dst * c_dst, s);
   VC_CUDA_TRY(ctx, cudaGetLastError());
   return VC_OK;
 }

@@ -28,7 +28,8 @@
 #define NW_WG_THREADS 256
 #define NW_WG_MIN_CHUNK 2048 /* pairs a wgrad chunk at least, on average */
 
-static int64_t nw_cols_padded(int64_t n_cols) { return (n_cols + 3) / 4 * 4; }
+/* columns of the shared weight: n_cols padded to whole float4s */
+__host__ __device__ static inline int64_t nw_cols_padded(int64_t n_cols) { return (n_cols + 3) / 4 * 4; }
 
 static size_t nw_smem(const imp_args &q) { return (size_t)(q.K * q.c_red * nw_cols_padded(q.n_cols)) * 4; }
 
@@ -70,7 +71,7 @@ __device__ static __forceinline__ void nw_body(const imp_args &args, int vec, co
   p.dt = dt; /* a constant in each kernel: vc_load's dtype switch folds, and loads batch */
   extern __shared__ float4 nw_w4[];
   float *ws = (float *)nw_w4;
-  const int64_t ncp = (p.n_cols + 3) / 4 * 4, groups = (p.n_cols + NW_COLS - 1) / NW_COLS;
+  const int64_t ncp = nw_cols_padded(p.n_cols), groups = (p.n_cols + NW_COLS - 1) / NW_COLS;
   const int cr = (int)p.c_red, nbat = cmax == 4 ? 4 : 32 / cmax; /* 8 at cmax 4 made ptxas spill */
   /* ws[col][k][n]: forward B[k = ci][n = co] = w[co][col][ci]; dgrad B[k = co][n = ci] =
    * w[co][rw][ci] with rw the weight slice of table column col */
@@ -140,12 +141,11 @@ NW_PER_DTYPE(NW_KERNEL, k_narrow, 4)
 NW_PER_DTYPE(NW_KERNEL, k_narrow, 8)
 NW_PER_DTYPE(NW_KERNEL, k_narrow, 16)
 typedef void (*nw_kernel)(const imp_args, int);
-/* [dtype: f32, f16, bf16][cmax 4, 8, 16] */
-static const nw_kernel nw_kernels[3][3] = {{k_narrow_f32_4, k_narrow_f32_8, k_narrow_f32_16},
-                                           {k_narrow_f16_4, k_narrow_f16_8, k_narrow_f16_16},
-                                           {k_narrow_bf16_4, k_narrow_bf16_8, k_narrow_bf16_16}};
+/* [vc_cuda_dt_index][cmax 4, 8, 16] */
+static const nw_kernel nw_kernels[3][3] = {{k_narrow_f16_4, k_narrow_f16_8, k_narrow_f16_16},
+                                           {k_narrow_bf16_4, k_narrow_bf16_8, k_narrow_bf16_16},
+                                           {k_narrow_f32_4, k_narrow_f32_8, k_narrow_f32_16}};
 static int nw_index(int64_t c) { return c <= 4 ? 0 : c <= 8 ? 1 : 2; }
-static int nw_dt(int dt) { return dt == VC_DTYPE_F16 ? 1 : dt == VC_DTYPE_BF16 ? 2 : 0; }
 
 /* ---- wgrad ---------------------------------------------------------------------------------- */
 
@@ -221,9 +221,10 @@ __device__ static __forceinline__ void nwg_body(const imp_args &args, float *par
 NW_PER_DTYPE(NWG_KERNEL, k_narrow_wgrad, 4)
 NW_PER_DTYPE(NWG_KERNEL, k_narrow_wgrad, 8)
 typedef void (*nwg_kernel)(const imp_args, float *, int, int);
-static const nwg_kernel nwg_kernels[3][2] = {{k_narrow_wgrad_f32_4, k_narrow_wgrad_f32_8},
-                                             {k_narrow_wgrad_f16_4, k_narrow_wgrad_f16_8},
-                                             {k_narrow_wgrad_bf16_4, k_narrow_wgrad_bf16_8}};
+/* [vc_cuda_dt_index][cmax 4, 8] */
+static const nwg_kernel nwg_kernels[3][2] = {{k_narrow_wgrad_f16_4, k_narrow_wgrad_f16_8},
+                                             {k_narrow_wgrad_bf16_4, k_narrow_wgrad_bf16_8},
+                                             {k_narrow_wgrad_f32_4, k_narrow_wgrad_f32_8}};
 
 /* ---- host side ------------------------------------------------------------------------------ */
 
@@ -262,7 +263,7 @@ extern "C" vc_status vc_cuda_narrow_run(vc_context *ctx, const vc_plan *p, const
     q.nsplit = (int)nsl;
     const int64_t blocks = nsl * q.K * ((q.co + NW_WG_CO - 1) / NW_WG_CO);
     if (p->n_pairs > 0)
-      nwg_kernels[nw_dt(q.dt)][q.ci > 4]<<<(unsigned)blocks, NW_WG_THREADS, 0, s>>>(
+      nwg_kernels[vc_cuda_dt_index(q.dt)][q.ci > 4]<<<(unsigned)blocks, NW_WG_THREADS, 0, s>>>(
           q, part, q.co % NW_WG_CO == 0 && nw_aligned8(q.a_src), q.ci == (q.ci > 4 ? 8 : 4) && nw_aligned8(q.b_src));
     else VC_CUDA_TRY(ctx, cudaMemsetAsync(part, 0, (size_t)n * 4, s));
     vc_cuda_add_slices(q.out, (vc_dtype)q.dt, part, p->n_pairs > 0 ? nsl : 1, n, s);
@@ -271,7 +272,7 @@ extern "C" vc_status vc_cuda_narrow_run(vc_context *ctx, const vc_plan *p, const
     int64_t grid = (items + NW_THREADS - 1) / NW_THREADS, most = 4 * (int64_t)vc_cuda(ctx)->n_sm;
     if (grid > most) grid = most; /* each block first loads the whole weight */
     const int ci = nw_index(q.c_red), cmax = 4 << ci;
-    nw_kernels[nw_dt(q.dt)][ci]<<<(unsigned)grid, NW_THREADS, nw_smem(q), s>>>(q, q.c_red == cmax && nw_aligned8(q.a_src));
+    nw_kernels[vc_cuda_dt_index(q.dt)][ci]<<<(unsigned)grid, NW_THREADS, nw_smem(q), s>>>(q, q.c_red == cmax && nw_aligned8(q.a_src));
   }
   VC_CUDA_TRY(ctx, cudaGetLastError());
   return VC_OK;

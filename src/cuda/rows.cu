@@ -129,9 +129,6 @@ extern "C" void vc_cuda_add_slices(void *dst, vc_dtype dt, const float *part, in
   if (n > 0) k_add_slices<<<vc_grid(n), 256, 0, s>>>(part, nslices, n, dst, dt);
 }
 
-extern "C" void vc_cuda_convert_f32(void *dst, vc_dtype dt, const float *src, int64_t n, cudaStream_t s) {
-  vc_cuda_add_slices(dst, dt, src, 1, n, s);
-}
 
 extern "C" size_t vc_cuda_column_sums_tmp_bytes(int64_t c) { return (size_t)SUM_ROW_BLOCKS * (size_t)c * sizeof(double); }
 

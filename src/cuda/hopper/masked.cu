@@ -99,7 +99,9 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
   const int a_tile = MK_A_TILE(kb), b_tile = MK_B_TILE(bn, kb, b_kmajor);
   const int st = MK_STAGES(bn, kb, b_kmajor), pt = 128 * np; /* stages, producer threads */
   imp_args p = args;
-  p.dt = dt; /* a constant in each kernel: pack2's dtype branch folds */
+  p.dt = dt; /* nothing below reads p.dt, but without this line the generated code differs
+              * and measured a little slower in training (suite L 12.38 against 12.23 ms,
+              * within run-to-run spread; bench/NOTES.md session 10) */
   extern __shared__ __align__(16) uint8_t mk_smem[];
   /* the producers' per-unit tables: rows, active offsets, their gather rows */
   __shared__ int32_t rowid[MK_BM];
@@ -271,7 +273,6 @@ static const int mk_bn[MK_NBN] = {64, 96, 128, 256};
 static const mk_kernel mk_kernels[MK_NBN][2][2][3] = {MK_ROW(64), MK_ROW(96), MK_ROW(128), MK_ROW(256)};
 #undef MK_ROW
 #undef MK_DT
-static int mk_dt_index(int dt) { return dt == VC_DTYPE_F16 ? 0 : dt == VC_DTYPE_BF16 ? 1 : 2; }
 
 /* The shape of one call: tile width and splits of the reduction. A tuned variant fixes both
  * (variant = 1 + 16 v + nsplit - 1: BN mk_bn[v], nsplit 1..16). Otherwise the widest tile
@@ -447,7 +448,7 @@ vc_status vc_cuda_masked_run(vc_context *ctx, const imp_args &args, int variant,
   /* persistent: one CTA a multiprocessor walks units blockIdx.x, + gridDim.x, ... */
   const int64_t units = sh.tiles * sh.nsplit, grid = units < cs->n_sm ? units : cs->n_sm;
   const int kb = mk_kb(q.c_red, q.dt);
-  mk_kernels[sh.v][kb == 64][q.mode == MODE_DGRAD][mk_dt_index(q.dt)]<<<
+  mk_kernels[sh.v][kb == 64][q.mode == MODE_DGRAD][vc_cuda_dt_index(q.dt)]<<<
       (unsigned)grid, HP_THREADS(HP_NP(bn)), MK_SMEM(bn, kb, mk_b_kmajor(q.mode, q.dt)), s>>>(q, map, part, cnt);
   VC_CUDA_TRY(ctx, cudaGetLastError());
   return VC_OK;
@@ -459,7 +460,7 @@ vc_status vc_cuda_masked_init(vc_context *ctx) {
   VC_CUDA_TRY(ctx, cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &st->encode_tiled, 12000, cudaEnableDefault, &found));
   if (found != cudaDriverEntryPointSuccess || !st->encode_tiled)
     return vc_fail(ctx, VC_ERR_DEVICE, "vc_context_create: the driver has no cuTensorMapEncodeTiled");
-  static const int dts[3] = {VC_DTYPE_F16, VC_DTYPE_BF16, VC_DTYPE_F32};
+  static const int dts[3] = {VC_DTYPE_F16, VC_DTYPE_BF16, VC_DTYPE_F32}; /* vc_cuda_dt_index order */
   for (int v = 0; v < MK_NBN; v++)
     for (int k = 0; k < 2; k++)
       for (int m = 0; m < 2; m++)

@@ -132,7 +132,7 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, float *part, c
         const int k = k0 + KR * h;
         const bool valid = o4[h] >= 0; /* pairs past the chunk arrive as -1: zero rows */
         const int64_t o = valid ? o4[h] : 0, i = valid ? i4[h] : 0;
-        const uint32_t off = vc_sw128(k, q);
+        const uint32_t off = vc_sw(128, k, q);
 #pragma unroll
         for (int w = 0; w < 2; w++) {
           const int64_t c = m0 + 64 * w + 8 * q;
@@ -236,10 +236,14 @@ static wr_shape wr_shape_of(const vc_plan *p, const vc_conv_args *a) {
   return sh;
 }
 
+/* The workspace: the fp32 dW (add) or the slices, then the bias gradient's partials. */
+static int64_t wr_slices(const wr_shape &sh) { return sh.add ? 1 : sh.nsplit; }
+static size_t wr_part_bytes(const vc_plan *p, const vc_conv_args *a, const wr_shape &sh) {
+  return (size_t)vc_round_up(wr_slices(sh) * a->out_channels * p->kvol * a->in_channels * 4, 256);
+}
+
 size_t vc_cuda_masked_wgrad_workspace(const vc_plan *p, const vc_conv_args *a) {
-  const wr_shape sh = wr_shape_of(p, a);
-  return (size_t)vc_round_up((sh.add ? 1 : sh.nsplit) * a->out_channels * p->kvol * a->in_channels * 4, 256) +
-         vc_cuda_column_sums_tmp_bytes(a->out_channels);
+  return wr_part_bytes(p, a, wr_shape_of(p, a)) + vc_cuda_column_sums_tmp_bytes(a->out_channels);
 }
 
 vc_status vc_cuda_masked_wgrad_run(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, const imp_args &args,
@@ -247,16 +251,16 @@ vc_status vc_cuda_masked_wgrad_run(vc_context *ctx, const vc_plan *p, const vc_c
   imp_args q = args;
   const wr_shape sh = wr_shape_of(p, a);
   const int bn = wr_bn[sh.v];
-  const int64_t n = q.co * q.K * q.ci, nslices = sh.add ? 1 : sh.nsplit;
+  const int64_t n = q.co * q.K * q.ci;
   float *part = (float *)ws;
   q.nsplit = (int)sh.nsplit;
   if (sh.add || sh.blocks == 0) VC_CUDA_TRY(ctx, cudaMemsetAsync(part, 0, (size_t)n * 4, s));
   if (sh.blocks > 0)
     wr_kernels[sh.v][q.dt == VC_DTYPE_BF16]<<<(unsigned)sh.blocks, HP_THREADS(HP_NP(bn)), WR_SMEM(bn), s>>>(q, part,
                                                                                                            sh.add);
-  vc_cuda_add_slices(dw, (vc_dtype)q.dt, part, nslices, n, s);
+  vc_cuda_add_slices(dw, (vc_dtype)q.dt, part, wr_slices(sh), n, s);
   if (db)
-    vc_cuda_column_sums(db, a->dtype, q.a_src, p->n_out, q.co, (char *)ws + vc_round_up(nslices * n * 4, 256), s);
+    vc_cuda_column_sums(db, a->dtype, q.a_src, p->n_out, q.co, (char *)ws + wr_part_bytes(p, a, sh), s);
   VC_CUDA_TRY(ctx, cudaGetLastError());
   return VC_OK;
 }

@@ -20,7 +20,6 @@
 __device__ static inline uint32_t vc_sw(int sw, int m, int q) {
   return sw == 128 ? (uint32_t)(m * 128 + ((q ^ (m & 7)) << 4)) : (uint32_t)(m * 64 + ((q ^ (m >> 1 & 3)) << 4));
 }
-__device__ static inline uint32_t vc_sw128(int m, int q) { return vc_sw(128, m, q); }
 
 /* Descriptor of a K-major tile of `sw`-byte swizzled rows (128 or 64) at shared address
  * `addr`: leading byte offset unused by these layouts (encoded 1), stride byte offset 8 rows
