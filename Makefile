@@ -79,7 +79,7 @@ $(BUILD)/%.o: %.c
 
 $(BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -Xcompiler -fvisibility=hidden -DVC_BUILDING_LIBRARY $(CPPFLAGS_VC) -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) -Xcompiler -fvisibility=hidden -DVC_BUILDING_LIBRARY $(CPPFLAGS_VC) -MMD -MP -c $< -o $@
 
 $(BUILD)/libvoxconv.a: $(LIB_OBJS)
 	@rm -f $@

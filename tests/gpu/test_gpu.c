@@ -938,18 +938,18 @@ static void check_variants(const char *file, const plan_pair *pp, conv_data *cd)
   const size_t plain = forward_with_cache(pp, cd, "tuned forward");
   CHECK(set_forward_choice(file, "masked/bn128.split5"), "cannot rewrite %s", file);
   const size_t forced = forward_with_cache(pp, cd, "forward, cached variant masked/bn128.split5");
-  CHECK(set_forward_choice(file, "masked/bn96.split5"), "cannot rewrite %s", file);
+  CHECK(set_forward_choice(file, "masked/bn80.split5"), "cannot rewrite %s", file);
   const size_t bad = forward_with_cache(pp, cd, "forward, cache line with no such variant");
   CHECK(set_forward_choice(file, "implicit"), "cannot rewrite %s", file);
   const size_t none = forward_with_cache(pp, cd, "forward, cached implicit");
-  printf("  forward workspace: tuned %zu, bn128.split5 %zu, bn96.split5 (skipped) %zu, implicit %zu bytes\n", plain,
+  printf("  forward workspace: tuned %zu, bn128.split5 %zu, bn80.split5 (skipped) %zu, implicit %zu bytes\n", plain,
          forced, bad, none);
   /* 64 columns in 128-wide tiles, 5 splits: 5 partial tiles of 128 x 128 floats a row tile */
   const size_t want = (size_t)((pp->n + 127) / 128) * 5 * 128 * 128 * 4;
   CHECK(forced >= want, "masked/bn128.split5 from the cache file: workspace %zu < %zu, the variant did not apply",
         forced, want);
   CHECK(none == 0, "implicit from the cache file: forward workspace %zu, want 0", none);
-  CHECK(bad < want, "a cache line naming no variant (bn96) was not skipped: workspace %zu", bad);
+  CHECK(bad < want, "a cache line naming no variant (bn80) was not skipped: workspace %zu", bad);
 }
 
 static void test_tune(void) {
