@@ -11,6 +11,6 @@ __device__ static inline void vc_cp_async16(void *smem, const void *gmem, bool v
 __device__ static inline void vc_cp_async_commit(void) { asm volatile("cp.async.commit_group;\n" ::); }
 
 /* Waits until at most n committed groups are still in flight (n: a literal). */
-#define VC_CP_ASYNC_WAIT(n) asm volatile("cp.async.wait_group " #n ";\n" ::)
+#define VC_CP_ASYNC_WAIT(n) asm volatile("cp.async.wait_group " #n ";\n" ::: "memory")
 
 #endif
