@@ -111,6 +111,11 @@ void vc_cuda_add_slices(void *dst, vc_dtype dt, const float *part, int64_t nslic
 void vc_cuda_column_sums(void *db, vc_dtype dt, const void *dy, int64_t n, int64_t c, void *tmp,
                          cudaStream_t s);
 size_t vc_cuda_column_sums_tmp_bytes(int64_t c);
+/* The end of a backward-weight pass: dw = vc_cuda_add_slices of nslices slices (none: dw is
+ * already final), and where db is not NULL db = vc_cuda_column_sums of dy[n_rows, c] (tmp:
+ * its partials); the slice sum and the column totals share one launch. */
+void vc_cuda_wgrad_finish(void *dw, vc_dtype dt, const float *part, int64_t nslices, int64_t n, void *db,
+                          const void *dy, int64_t n_rows, int64_t c, void *tmp, cudaStream_t s);
 
 #ifdef __cplusplus
 }

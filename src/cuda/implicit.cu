@@ -466,8 +466,8 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
       if (tc) tc_kernels[fast][q.mode][q.dt == VC_DTYPE_BF16]<<<grid, TC_THREADS, TC_SMEM_BYTES, s>>>(q);
       else k_implicit_ffma<<<grid, FF_THREADS, 0, s>>>(q);
     }
-    if (a->dtype != VC_DTYPE_F32) vc_cuda_add_slices(out0, a->dtype, w.acc, 1, q.co * q.K * q.ci, s);
-    if (out1) vc_cuda_column_sums(out1, a->dtype, in1, p->n_out, q.co, w.sums, s);
+    vc_cuda_wgrad_finish(out0, a->dtype, w.acc, a->dtype != VC_DTYPE_F32 ? 1 : 0, q.co * q.K * q.ci, out1, in1, p->n_out,
+                         q.co, w.sums, s);
   } else if (q.rows > 0 && use_masked) {
     return vc_cuda_masked_run(ctx, q, variant, ws, s);
   } else if (q.rows > 0) {

@@ -87,14 +87,14 @@ __global__ static void k_column_partials_vec(const void *dy, int dt, int64_t n, 
   }
 }
 
-/* db[k] = the sum of the SUM_ROW_BLOCKS partials of column k. A block is 32 columns x 8
- * lanes, lane y adding partials y, y + 8, ... and the lanes adding up in lane order: a fixed
- * order, and 32 loads a thread in flight instead of 256 in a row (one thread a column took
- * ~22 us a call, a latency chain, in every bias gradient). */
-__global__ static void k_column_total(const double *part, int64_t c, void *db, int dt) {
+/* db[k] = the sum of the SUM_ROW_BLOCKS partials of column k, for the 32 columns of block
+ * `blk`. A block is 32 columns x 8 lanes, lane y adding partials y, y + 8, ... and the lanes
+ * adding up in lane order: a fixed order, and 32 loads a thread in flight instead of 256 in
+ * a row (one thread a column took ~22 us a call, a latency chain, in every bias gradient). */
+__device__ static __forceinline__ void column_total(const double *part, int64_t c, void *db, int dt, int64_t blk) {
   __shared__ double red[8][33];
   const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
-  const int64_t k = (int64_t)blockIdx.x * 32 + tx;
+  const int64_t k = blk * 32 + tx;
   double s = 0;
   if (k < c) {
     double v[SUM_ROW_BLOCKS / 8];
@@ -111,18 +111,37 @@ __global__ static void k_column_total(const double *part, int64_t c, void *db, i
   }
 }
 
-extern "C" void vc_cuda_fill_rows_f32(float *acc, int64_t n, int64_t c, const void *bias, vc_dtype dt, cudaStream_t s) {
-  if (n * c > 0) k_fill_rows<<<vc_grid(n * c), 256, 0, s>>>(acc, n, c, bias, dt);
+__global__ static void k_column_total(const double *part, int64_t c, void *db, int dt) {
+  column_total(part, c, db, dt, blockIdx.x);
 }
 
-/* dst[e] = the sum over the slices c = 0 .. nslices - 1 of part[c * n + e], in slice order. */
-__global__ static void k_add_slices(const float *part, int64_t nslices, int64_t n, void *dst, int dt) {
-  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x) {
+/* dst[e] = the sum over the slices c = 0 .. nslices - 1 of part[c * n + e], in slice order,
+ * by blocks blk, + nblk, ... */
+__device__ static __forceinline__ void add_slices(const float *part, int64_t nslices, int64_t n, void *dst, int dt,
+                                                  int64_t blk, int64_t nblk) {
+  for (int64_t e = blk * blockDim.x + threadIdx.x; e < n; e += nblk * blockDim.x) {
     float v = part[e];
 #pragma unroll 8
     for (int64_t c = 1; c < nslices; c++) v += part[c * n + e];
     vc_store(dst, dt, e, v);
   }
+}
+
+__global__ static void k_add_slices(const float *part, int64_t nslices, int64_t n, void *dst, int dt) {
+  add_slices(part, nslices, n, dst, dt, blockIdx.x, gridDim.x);
+}
+
+/* The end of a backward-weight pass in one launch: blocks [0, slice_blocks) add the
+ * slices, the others the bias gradient's column totals (each ran ~4 us a layer, mostly
+ * latency, as two kernels). */
+__global__ static void k_wgrad_finish(const float *part, int64_t nslices, int64_t n, void *dst, int dt, int slice_blocks,
+                                      const double *sums, int64_t c, void *db) {
+  if ((int)blockIdx.x < slice_blocks) add_slices(part, nslices, n, dst, dt, blockIdx.x, slice_blocks);
+  else column_total(sums, c, db, dt, blockIdx.x - slice_blocks);
+}
+
+extern "C" void vc_cuda_fill_rows_f32(float *acc, int64_t n, int64_t c, const void *bias, vc_dtype dt, cudaStream_t s) {
+  if (n * c > 0) k_fill_rows<<<vc_grid(n * c), 256, 0, s>>>(acc, n, c, bias, dt);
 }
 
 extern "C" void vc_cuda_add_slices(void *dst, vc_dtype dt, const float *part, int64_t nslices, int64_t n, cudaStream_t s) {
@@ -132,8 +151,8 @@ extern "C" void vc_cuda_add_slices(void *dst, vc_dtype dt, const float *part, in
 
 extern "C" size_t vc_cuda_column_sums_tmp_bytes(int64_t c) { return (size_t)SUM_ROW_BLOCKS * (size_t)c * sizeof(double); }
 
-extern "C" void vc_cuda_column_sums(void *db, vc_dtype dt, const void *dy, int64_t n, int64_t c, void *tmp,
-                                    cudaStream_t s) {
+/* The partials of vc_cuda_column_sums into tmp. */
+static void column_partials(vc_dtype dt, const void *dy, int64_t n, int64_t c, void *tmp, cudaStream_t s) {
   const int64_t es = (int64_t)vc_dtype_size(dt);
   if ((c * es) % 16 == 0 && c * es / 16 <= SUM_VEC_THREADS && ((uintptr_t)dy & 15) == 0) {
     k_column_partials_vec<<<SUM_ROW_BLOCKS, SUM_VEC_THREADS, 0, s>>>(dy, dt, n, c, (double *)tmp);
@@ -141,5 +160,22 @@ extern "C" void vc_cuda_column_sums(void *db, vc_dtype dt, const void *dy, int64
     dim3 grid(vc_blocks(c, 32), SUM_ROW_BLOCKS);
     k_column_partials<<<grid, 256, 0, s>>>(dy, dt, n, c, (double *)tmp);
   }
+}
+
+extern "C" void vc_cuda_column_sums(void *db, vc_dtype dt, const void *dy, int64_t n, int64_t c, void *tmp,
+                                    cudaStream_t s) {
+  column_partials(dt, dy, n, c, tmp, s);
   k_column_total<<<vc_blocks(c, 32), 256, 0, s>>>((double *)tmp, c, db, dt);
+}
+
+extern "C" void vc_cuda_wgrad_finish(void *dw, vc_dtype dt, const float *part, int64_t nslices, int64_t n, void *db,
+                                     const void *dy, int64_t n_rows, int64_t c, void *tmp, cudaStream_t s) {
+  if (!db) {
+    if (nslices > 0) vc_cuda_add_slices(dw, dt, part, nslices, n, s);
+    return;
+  }
+  column_partials(dt, dy, n_rows, c, tmp, s);
+  const int64_t slice_blocks = nslices > 0 && n > 0 ? vc_grid(n) : 0;
+  k_wgrad_finish<<<(unsigned)(slice_blocks + vc_blocks(c, 32)), 256, 0, s>>>(part, nslices, n, dw, dt, (int)slice_blocks,
+                                                                           (const double *)tmp, c, db);
 }

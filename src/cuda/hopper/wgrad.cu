@@ -258,9 +258,8 @@ vc_status vc_cuda_masked_wgrad_run(vc_context *ctx, const vc_plan *p, const vc_c
   if (sh.blocks > 0)
     wr_kernels[sh.v][q.dt == VC_DTYPE_BF16]<<<(unsigned)sh.blocks, HP_THREADS(HP_NP(bn)), WR_SMEM(bn), s>>>(q, part,
                                                                                                            sh.add);
-  vc_cuda_add_slices(dw, (vc_dtype)q.dt, part, wr_slices(sh), n, s);
-  if (db)
-    vc_cuda_column_sums(db, a->dtype, q.a_src, p->n_out, q.co, (char *)ws + wr_part_bytes(p, a, sh), s);
+  vc_cuda_wgrad_finish(dw, (vc_dtype)q.dt, part, wr_slices(sh), n, db, q.a_src, p->n_out, q.co,
+                       (char *)ws + wr_part_bytes(p, a, sh), s);
   VC_CUDA_TRY(ctx, cudaGetLastError());
   return VC_OK;
 }
