@@ -299,7 +299,8 @@ extern "C" vc_status vc_cuda_narrow_run(vc_context *ctx, const vc_plan *p, const
      * fixed 4 a multiprocessor left a fifth of the resident slots empty) */
     int resident = 0;
     VC_CUDA_TRY(ctx, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, k, NW_THREADS, nw_smem(q)));
-    const int64_t items = q.rows * ((q.n_cols + NW_COLS - 1) / NW_COLS), most = (int64_t)vc_cuda(ctx)->n_sm * (resident > 0 ? resident : 1);
+    const int64_t items = q.rows * ((q.n_cols + NW_COLS - 1) / NW_COLS);
+    const int64_t most = (int64_t)vc_cuda(ctx)->n_sm * (resident > 0 ? resident : 1);
     int64_t grid = (items + NW_THREADS - 1) / NW_THREADS;
     if (grid > most) grid = most;
     const int64_t es = q.dt == VC_DTYPE_F32 ? 4 : 2;

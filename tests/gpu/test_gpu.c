@@ -639,7 +639,8 @@ static void check_all_runs(const plan_pair *pp, conv_data *cd) {
 
 /* Channel counts off every multiple of 8 and of tile sizes, and some multiples; 200/264
  * take the 16-bit fast path (wgmma on sm_90) with reduction tails and several column
- * tiles; 4 -> 40 is a stem: the narrow forward's vector stores, with a part group. */
+ * tiles; 4 -> 40 is a stem: the narrow forward's vector stores, over a full and a partial
+ * group of columns. */
 enum { N_CONV_CHANNELS = 11 };
 static const int64_t conv_channels[N_CONV_CHANNELS][2] = {{1, 4},    {5, 33},    {96, 130},  {64, 128},
                                                           {4, 1},    {33, 5},    {130, 96},  {128, 64},
