@@ -353,7 +353,7 @@ __global__ void __launch_bounds__(FF_THREADS) k_implicit_ffma(const imp_args p) 
 
 typedef struct imp_ws {
   float *acc;  /* wgrad f32 accumulator (non-f32 storage) */
-  void *sums;  /* bias-gradient partials (vc_cuda_column_sums' tmp) */
+  void *sums;  /* bias-gradient partials (vc_cuda_wgrad_finish's tmp) */
 } imp_ws;
 
 static size_t imp_layout(const vc_plan *p, const vc_conv_args *a, vc_pass pass, char *base, imp_ws *o) {
@@ -369,16 +369,9 @@ static size_t imp_layout(const vc_plan *p, const vc_conv_args *a, vc_pass pass, 
   return (size_t)acc + vc_cuda_column_sums_tmp_bytes(a->out_channels);
 }
 
-/* narrow.cu's wgrad: its slices, then the bias-gradient partials */
-static size_t narrow_wgrad_bytes(const vc_plan *p, const imp_args &q, size_t *slices) {
-  const size_t sl = vc_cuda_narrow_workspace(p, q);
-  if (slices) *slices = sl;
-  return sl ? sl + vc_cuda_column_sums_tmp_bytes(q.co) : 0;
-}
-
 extern "C" size_t vc_cuda_implicit_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int variant) {
   size_t own = imp_layout(p, a, pass, NULL, NULL);
-  const size_t narrow = narrow_wgrad_bytes(p, imp_shape(p, a, pass), NULL);
+  const size_t narrow = vc_cuda_narrow_workspace(p, imp_shape(p, a, pass));
   if (narrow > own) own = narrow;
   /* masked's forward and dgrad hold split partials where they split (and tf32's dgrad its
    * transposed weight); its 16-bit wgrad split slices */
@@ -441,14 +434,8 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
   const bool use_masked =
       (fast || tf32) && vc_cuda(ctx)->masked && vc_cuda_masked_kernels(a, pass) && a->algo == VC_ALGO_MASKED;
   if (!fast && !use_masked && vc_cuda_narrow_applies(q)) { /* a few reduction channels */
-    if (q.mode != MODE_WGRAD) return vc_cuda_narrow_run(ctx, p, q, ws, s);
-    size_t slices = 0;
-    narrow_wgrad_bytes(p, q, &slices);
-    q.out = out0;
-    const vc_status e = vc_cuda_narrow_run(ctx, p, q, ws, s);
-    if (e == VC_OK && out1) vc_cuda_column_sums(out1, a->dtype, in1, p->n_out, q.co, (char *)ws + slices, s);
-    VC_CUDA_TRY(ctx, cudaGetLastError());
-    return e;
+    if (q.mode == MODE_WGRAD) q.out = out0; /* its own slices stand for the f32 accumulator */
+    return vc_cuda_narrow_run(ctx, p, q, q.mode == MODE_WGRAD ? out1 : NULL, ws, s);
   }
   if (q.mode == MODE_WGRAD && use_masked && aligned16(ws)) {
     return vc_cuda_masked_wgrad_run(ctx, p, a, q, out0, out1, ws, s);

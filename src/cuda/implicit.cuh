@@ -190,11 +190,13 @@ __device__ static __forceinline__ uint32_t pack2(const imp_args &p, int64_t n, f
 }
 
 /* narrow.cu: FFMA kernels for a reduction of at most 16 channels (forward, dgrad) or at
- * most 8 input channels (wgrad), any dtype and alignment; vc_cuda_implicit_run takes them
- * where its tensor-core fast path does not apply. wgrad's workspace: its chunk slices. */
+ * most 8 input channels (wgrad, with db when not NULL), any dtype and alignment;
+ * vc_cuda_implicit_run takes them where its tensor-core fast path does not apply. wgrad's
+ * workspace: its chunk slices and the bias gradient's partials. */
 extern "C" bool vc_cuda_narrow_applies(const imp_args &q);
 extern "C" size_t vc_cuda_narrow_workspace(const vc_plan *p, const imp_args &q);
-extern "C" vc_status vc_cuda_narrow_run(vc_context *ctx, const vc_plan *p, const imp_args &q, void *ws, cudaStream_t s);
+extern "C" vc_status vc_cuda_narrow_run(vc_context *ctx, const vc_plan *p, const imp_args &q, void *db, void *ws,
+                                        cudaStream_t s);
 extern "C" vc_status vc_cuda_narrow_init(vc_context *ctx);
 
 /* hopper/masked.cu: VC_ALGO_MASKED forward and dgrad (warp-specialised wgmma + TMA) on

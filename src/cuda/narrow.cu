@@ -272,14 +272,20 @@ extern "C" bool vc_cuda_narrow_applies(const imp_args &q) {
   return q.c_red <= NW_MAX_RED && nw_smem(q) <= NW_SMEM_MAX;
 }
 
-extern "C" size_t vc_cuda_narrow_workspace(const vc_plan *p, const imp_args &q) {
-  if (q.mode != MODE_WGRAD || !vc_cuda_narrow_applies(q)) return 0;
+/* wgrad's workspace: its slices, then the bias gradient's partials. */
+static size_t nw_slice_bytes(const vc_plan *p, const imp_args &q) {
   return (size_t)vc_round_up(nw_chunks(p, q) * q.co * q.K * q.ci * 4, 256);
 }
 
+extern "C" size_t vc_cuda_narrow_workspace(const vc_plan *p, const imp_args &q) {
+  if (q.mode != MODE_WGRAD || !vc_cuda_narrow_applies(q)) return 0;
+  return nw_slice_bytes(p, q) + vc_cuda_column_sums_tmp_bytes(q.co);
+}
+
 /* q: imp_shape's fields and the pass's pointers (wgrad: a_src = dy, b_src = x, pair lists,
- * device offsets; out = dw in the dtype); ws: vc_cuda_narrow_workspace bytes (wgrad). */
-extern "C" vc_status vc_cuda_narrow_run(vc_context *ctx, const vc_plan *p, const imp_args &args, void *ws,
+ * device offsets; out = dw in the dtype); db: wgrad's bias gradient or NULL; ws:
+ * vc_cuda_narrow_workspace bytes (wgrad). */
+extern "C" vc_status vc_cuda_narrow_run(vc_context *ctx, const vc_plan *p, const imp_args &args, void *db, void *ws,
                                         cudaStream_t s) {
   imp_args q = args;
   if (q.mode == MODE_WGRAD) {
@@ -291,7 +297,8 @@ extern "C" vc_status vc_cuda_narrow_run(vc_context *ctx, const vc_plan *p, const
       nwg_kernels[vc_cuda_dt_index(q.dt)][q.ci > 4]<<<(unsigned)blocks, NW_WG_THREADS, 0, s>>>(
           q, part, q.co % NW_WG_CO == 0 && nw_aligned8(q.a_src), q.ci == (q.ci > 4 ? 8 : 4) && nw_aligned8(q.b_src));
     else VC_CUDA_TRY(ctx, cudaMemsetAsync(part, 0, (size_t)n * 4, s));
-    vc_cuda_add_slices(q.out, (vc_dtype)q.dt, part, p->n_pairs > 0 ? nsl : 1, n, s);
+    vc_cuda_wgrad_finish(q.out, (vc_dtype)q.dt, part, p->n_pairs > 0 ? nsl : 1, n, db, q.a_src, p->n_out, q.co,
+                         (char *)ws + nw_slice_bytes(p, q), s);
   } else if (q.rows > 0) {
     const int ci = nw_index(q.c_red), cmax = 4 << ci;
     const nw_kernel k = nw_kernels[vc_cuda_dt_index(q.dt)][ci];

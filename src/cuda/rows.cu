@@ -111,10 +111,6 @@ __device__ static __forceinline__ void column_total(const double *part, int64_t 
   }
 }
 
-__global__ static void k_column_total(const double *part, int64_t c, void *db, int dt) {
-  column_total(part, c, db, dt, blockIdx.x);
-}
-
 /* dst[e] = the sum over the slices c = 0 .. nslices - 1 of part[c * n + e], in slice order,
  * by blocks blk, + nblk, ... */
 __device__ static __forceinline__ void add_slices(const float *part, int64_t nslices, int64_t n, void *dst, int dt,
@@ -148,10 +144,9 @@ extern "C" void vc_cuda_add_slices(void *dst, vc_dtype dt, const float *part, in
   if (n > 0) k_add_slices<<<vc_grid(n), 256, 0, s>>>(part, nslices, n, dst, dt);
 }
 
-
 extern "C" size_t vc_cuda_column_sums_tmp_bytes(int64_t c) { return (size_t)SUM_ROW_BLOCKS * (size_t)c * sizeof(double); }
 
-/* The partials of vc_cuda_column_sums into tmp. */
+/* part[b, k] of the bias gradient's column sums into tmp (vc_cuda_column_sums_tmp_bytes). */
 static void column_partials(vc_dtype dt, const void *dy, int64_t n, int64_t c, void *tmp, cudaStream_t s) {
   const int64_t es = (int64_t)vc_dtype_size(dt);
   if ((c * es) % 16 == 0 && c * es / 16 <= SUM_VEC_THREADS && ((uintptr_t)dy & 15) == 0) {
@@ -160,12 +155,6 @@ static void column_partials(vc_dtype dt, const void *dy, int64_t n, int64_t c, v
     dim3 grid(vc_blocks(c, 32), SUM_ROW_BLOCKS);
     k_column_partials<<<grid, 256, 0, s>>>(dy, dt, n, c, (double *)tmp);
   }
-}
-
-extern "C" void vc_cuda_column_sums(void *db, vc_dtype dt, const void *dy, int64_t n, int64_t c, void *tmp,
-                                    cudaStream_t s) {
-  column_partials(dt, dy, n, c, tmp, s);
-  k_column_total<<<vc_blocks(c, 32), 256, 0, s>>>((double *)tmp, c, db, dt);
 }
 
 extern "C" void vc_cuda_wgrad_finish(void *dw, vc_dtype dt, const float *part, int64_t nslices, int64_t n, void *db,
