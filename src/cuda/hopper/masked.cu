@@ -121,12 +121,15 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
     hp_producer_regs();
     /* Thread tid copies 16-byte chunk q of rows m0 + MR h of every stage; the swizzle only
      * depends on m % 8, so the destinations are one base + kb MR h. The loop
-     * keeps its offset, chunk and slot as counters: no divisions per stage. */
+     * keeps its offset, chunk and slot as counters: no divisions per stage. A row's source
+     * is one 32 x 32 -> 64-bit multiply-add (row x pitch + the stage's channel base): the
+     * producers are issue-bound (ncu: ~6 cycles an instruction, 2 warps a scheduler), so
+     * every instruction of the per-row path counts. */
     const int CH = kb / 16, MR = pt / CH; /* chunks a row, rows one pass of the producer threads covers */
     const int tid = threadIdx.x, q = tid % CH, m0 = tid / CH;
     const uint32_t dst0 = sA + vc_sw(kb, m0, q);
     const char *a_src = (const char *)p.a_src;
-    const int64_t a_pitch = p.c_red * es; /* bytes of a gathered row */
+    const uint32_t a_pitch = (uint32_t)(p.c_red * es); /* bytes of a gathered row */
     int s = 0, phase = 0, g = 0; /* slot, its phase, stages issued by this CTA */
     for (int64_t u = blockIdx.x; u < units; u += gridDim.x) {
       const mk_unit w = mk_unit_of(p, u, bn);
@@ -134,10 +137,19 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
        * hides behind the previous unit's last stages and epilogue. */
       vc_named_barrier(2, pt); /* the previous unit's tables are no longer read */
       tile_rows(p, w.m0, MK_BM, rowid, tid, pt);
-      if (tid == 0) n_act = tile_offsets(p, w.m0, MK_BM, act);
-      vc_named_barrier(2, pt);
-      const int na = n_act;
-      if (na <= GTAB_OFFSETS) {
+      int na;
+      if (p.K <= 32) { /* one mask word: every thread has the count, thread i places offset i */
+        const uint32_t m = tile_mask_word(p, w.m0, MK_BM, 0);
+        na = __popc(m);
+        if (tid < 32 && (m >> tid & 1)) act[__popc(m & ((1u << tid) - 1))] = (int16_t)tid;
+        vc_named_barrier(2, pt);
+      } else {
+        if (tid == 0) n_act = tile_offsets(p, w.m0, MK_BM, act);
+        vc_named_barrier(2, pt);
+        na = n_act;
+      }
+      const bool tab = na <= GTAB_OFFSETS;
+      if (tab) {
         tile_gtab(p, rowid, act, na, MK_BM, gtab, tid, pt);
         vc_named_barrier(2, pt);
       }
@@ -155,19 +167,27 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
               vc_tma_load_3d(sB + s * b_tile + x * 64 * kb, bmap, (int)w.n0 + 64 * x, rw, k0, full + 8 * s);
         }
         int32_t row[MK_BM / 16]; /* MK_BM / MR of them used */
+        if (tab) {
 #pragma unroll
-        for (int h = 0; h < MK_BM / MR; h++) {
-          row[h] = gather_row(p, rowid, gtab, na, MK_BM, a, col, m0 + MR * h);
+          for (int h = 0; h < MK_BM / MR; h++) row[h] = gtab[a * GTAB_STRIDE(MK_BM) + m0 + MR * h];
+        } else {
+#pragma unroll
+          for (int h = 0; h < MK_BM / MR; h++) {
+            const int32_t r = rowid[m0 + MR * h];
+            row[h] = r >= 0 ? p.tab[(int64_t)r * p.K + col] : -1;
+          }
         }
+        /* chunks past the channels, and rows without a neighbour, copy 0 bytes (zeros) from
+         * an address inside the operand */
         const int k = k0 + q * (16 / es);
         const bool kin = k < p.c_red;
-        const char *src_k = a_src + (int64_t)k * es;
+        const char *src_k = kin ? a_src + (int64_t)k * es : a_src;
         const uint32_t dst = dst0 + s * a_tile;
 #pragma unroll
         for (int h = 0; h < MK_BM / MR; h++) {
           const bool ok = kin && row[h] >= 0;
           asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst + kb * MR * h),
-                       "l"(ok ? src_k + row[h] * a_pitch : a_src), "r"(ok ? 16 : 0));
+                       "l"(src_k + (uint64_t)(uint32_t)max(row[h], 0) * a_pitch), "r"(ok ? 16 : 0));
         }
         vc_mbar_arrive_cp_async(full + 8 * s);
         if (++kc == nkc) kc = 0, a++;

@@ -75,7 +75,14 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, float *part, c
     hp_producer_regs();
     /* thread tid: 16-byte chunk q of every atom, pair rows k0 + KR h of each stage */
     const int KR = pt / 8, tid = threadIdx.x, q = tid & 7, k0 = tid >> 3;
-    const uint16_t *dy = (const uint16_t *)p.a_src, *x = (const uint16_t *)p.b_src;
+    /* A thread's channels are the same in every stage: their byte offsets within a row
+     * and range checks are set once, and a row's source is one 32 x 32 -> 64-bit multiply-add
+     * (the producers are issue-bound). Columns past the channels copy 0 bytes from the
+     * row's first. */
+    const uint32_t dy_off = (uint32_t)(m0 + 8 * q) * 2, x_off = (uint32_t)(n0 + 8 * q) * 2;
+    const int64_t co_left = p.co - (m0 + 8 * q), ci_left = p.ci - (n0 + 8 * q); /* channels from there on */
+    const char *dy = (const char *)p.a_src, *x = (const char *)p.b_src;
+    const uint32_t dy_pitch = (uint32_t)(p.co * 2), x_pitch = (uint32_t)(p.ci * 2); /* bytes of a row */
     /* The pair indices reach the copies through shared memory, in blocks of WR_IB pairs
      * (8 or 16 stages) double-buffered: a block is loaded into registers (coalesced)
      * a whole block ahead and stored when its stages begin, so no global load latency
@@ -129,24 +136,20 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, float *part, c
 #pragma unroll
       for (int h = 0; h < 4; h++) {
         if (h >= nh) break;
-        const int k = k0 + KR * h;
+        const uint32_t off = vc_sw(128, k0 + KR * h, q);
         const bool valid = o4[h] >= 0; /* pairs past the chunk arrive as -1: zero rows */
-        const int64_t o = valid ? o4[h] : 0, i = valid ? i4[h] : 0;
-        const uint32_t off = vc_sw(128, k, q);
+        const char *dy_r = dy + (uint64_t)(uint32_t)max(o4[h], 0) * dy_pitch;
+        const char *x_r = x + (uint64_t)(uint32_t)max(i4[h], 0) * x_pitch;
 #pragma unroll
-        for (int w = 0; w < 2; w++) {
-          const int64_t c = m0 + 64 * w + 8 * q;
-          const bool ok = valid && c < p.co;
+        for (int w = 0; w < 2; w++)
           asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sA + s * WR_A_TILE + w * HP_ATOM + off),
-                       "l"(ok ? dy + o * p.co + c : dy), "r"(ok ? 16 : 0));
-        }
+                       "l"(dy_r + (64 * w < co_left ? dy_off + 128 * w : 0)),
+                       "r"(valid && 64 * w < co_left ? 16 : 0));
 #pragma unroll
-        for (int u = 0; u < bn / 64; u++) {
-          const int64_t c = n0 + 64 * u + 8 * q;
-          const bool ok = valid && c < p.ci;
+        for (int u = 0; u < bn / 64; u++)
           asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sB + s * WR_B_TILE(bn) + u * HP_ATOM + off),
-                       "l"(ok ? x + i * p.ci + c : x), "r"(ok ? 16 : 0));
-        }
+                       "l"(x_r + (64 * u < ci_left ? x_off + 128 * u : 0)),
+                       "r"(valid && 64 * u < ci_left ? 16 : 0));
       }
       vc_mbar_arrive_cp_async(full + 8 * s);
       if (++s == st) s = 0, phase ^= 1;
