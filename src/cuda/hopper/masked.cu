@@ -109,8 +109,8 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
   __shared__ int32_t gtab[GTAB_OFFSETS * GTAB_STRIDE(MK_BM)];
   __shared__ int n_act, last;
   __shared__ float sbias[2][256]; /* the unit's bias columns, by unit parity */
-  /* full: the producers' cp.async arrivals + the TMA issuer's */
-  const hp_ring ring = hp_ring_init(mk_smem, st, a_tile, b_tile, pt + 1);
+  /* full: one producer warpgroup's cp.async arrivals + its TMA issuer's */
+  const hp_ring ring = hp_ring_init(mk_smem, st, a_tile, b_tile, 128 + 1);
   const uint32_t sA = ring.a, sB = ring.b, full = ring.full, empty = ring.empty;
   const int wg = hp_warpgroup();
   const int es = dt == VC_DTYPE_F32 ? 4 : 2, bk = mk_bk(dt, kb); /* element bytes, values a stage row */
@@ -119,18 +119,19 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
 
   if (wg < np) { /* ---- producers ---- */
     hp_producer_regs();
-    /* Thread tid copies 16-byte chunk q of rows m0 + MR h of every stage; the swizzle only
-     * depends on m % 8, so the destinations are one base + kb MR h. The loop
-     * keeps its offset, chunk and slot as counters: no divisions per stage. A row's source
-     * is one 32 x 32 -> 64-bit multiply-add (row x pitch + the stage's channel base): the
-     * producers are issue-bound (ncu: ~6 cycles an instruction, 2 warps a scheduler), so
-     * every instruction of the per-row path counts. */
-    const int CH = kb / 16, MR = pt / CH; /* chunks a row, rows one pass of the producer threads covers */
-    const int tid = threadIdx.x, q = tid % CH, m0 = tid / CH;
+    /* Each producer warpgroup issues every np-th stage of the CTA, alone (a stage's full
+     * barrier counts one warpgroup's arrivals): the producers are issue-bound (ncu, dec4.a
+     * forward: ~95 instructions a warp a stage at ~7 cycles each, 2 warps a scheduler), and a
+     * stage's fixed costs (slot wait, offset, counters, arrival) then fall on 4 warps, not 8.
+     * Thread gt of its warpgroup copies 16-byte chunk q of rows m0 + MR h of its stages; the
+     * swizzle only depends on m % 8, so the destinations are one base + kb MR h. A row's
+     * source is one 32 x 32 -> 64-bit multiply-add (row x pitch + the stage's channel base). */
+    const int CH = kb / 16, MR = 128 / CH; /* chunks a row, rows one pass of a warpgroup covers */
+    const int tid = threadIdx.x, grp = np == 1 ? 0 : wg, gt = tid & 127, q = gt % CH, m0 = gt / CH;
     const uint32_t dst0 = sA + vc_sw(kb, m0, q);
     const char *a_src = (const char *)p.a_src;
     const uint32_t a_pitch = (uint32_t)(p.c_red * es); /* bytes of a gathered row */
-    int s = 0, phase = 0, g = 0; /* slot, its phase, stages issued by this CTA */
+    int64_t g = 0; /* stages issued by this CTA */
     for (int64_t u = blockIdx.x; u < units; u += gridDim.x) {
       const mk_unit w = mk_unit_of(p, u, bn);
       /* The unit's tables; the producers run ahead of the consumers here, so this latency
@@ -155,11 +156,14 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
       }
       int it0, it1;
       mk_range(p, w, na * nkc, &it0, &it1);
-      int a = it0 / nkc, kc = it0 % nkc;
-      for (int it = it0; it < it1; it++, g++) {
-        if (g >= st) vc_mbar_wait(empty + 8 * s, phase ^ 1);
+      const int n = it1 - it0;
+      int i = (int)((grp - g % np + np) % np); /* this warpgroup's first stage of the unit */
+      int64_t gi = g + i;
+      int s = (int)(gi % st), phase = (int)(gi / st & 1), a = (it0 + i) / nkc, kc = (it0 + i) % nkc;
+      for (; i < n; i += np, gi += np) {
+        if (gi >= st) vc_mbar_wait(empty + 8 * s, phase ^ 1);
         const int col = act[a], rw = p.flip ? p.K - 1 - col : col, k0 = kc * bk;
-        if (tid == 0) {
+        if (gt == 0) {
           vc_mbar_arrive_expect_tx(full + 8 * s, b_tile);
           if (b_kmajor) vc_tma_load_3d(sB + s * b_tile, bmap, k0, rw, (int)w.n0, full + 8 * s);
           else
@@ -190,9 +194,10 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
                        "l"(src_k + (uint64_t)(uint32_t)max(row[h], 0) * a_pitch), "r"(ok ? 16 : 0));
         }
         vc_mbar_arrive_cp_async(full + 8 * s);
-        if (++kc == nkc) kc = 0, a++;
-        if (++s == st) s = 0, phase ^= 1;
+        if ((s += np) >= st) s -= st, phase ^= 1;
+        for (kc += np; kc >= nkc; kc -= nkc) a++;
       }
+      g += n;
     }
     asm volatile("cp.async.wait_all;\n" ::: "memory"); /* exit with no copy in flight */
   } else { /* ---- consumers ---- */

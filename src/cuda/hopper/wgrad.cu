@@ -67,14 +67,17 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, float *part, c
   if (add && j1 <= j0) return; /* nothing to add (a slice would need its zeros) */
   const int n_it = (int)((j1 - j0 + WR_BK - 1) / WR_BK);
 
-  const hp_ring ring = hp_ring_init(wr_smem, st, WR_A_TILE, WR_B_TILE(bn), pt); /* cp.async arrivals only */
+  const hp_ring ring = hp_ring_init(wr_smem, st, WR_A_TILE, WR_B_TILE(bn), 128); /* one warpgroup's cp.async arrivals */
   const uint32_t sA = ring.a, sB = ring.b, full = ring.full, empty = ring.empty;
   const int wg = hp_warpgroup();
 
   if (wg < np) { /* ---- producers ---- */
     hp_producer_regs();
-    /* thread tid: 16-byte chunk q of every atom, pair rows k0 + KR h of each stage */
-    const int KR = pt / 8, tid = threadIdx.x, q = tid & 7, k0 = tid >> 3;
+    /* Each producer warpgroup issues every np-th stage, alone (as in masked.cu: the
+     * producers are issue-bound, and a stage's fixed costs then fall on 4 warps, not 8);
+     * thread gt of its warpgroup: 16-byte chunk q of every atom, pair rows k0 + 16 h of its
+     * stages. */
+    const int tid = threadIdx.x, grp = np == 1 ? 0 : wg, gt = tid & 127, q = gt & 7, k0 = gt >> 3;
     /* A thread's channels are the same in every stage: their byte offsets within a row
      * and range checks are set once, and a row's source is one 32 x 32 -> 64-bit multiply-add
      * (the producers are issue-bound). Columns past the channels copy 0 bytes from the
@@ -89,7 +92,6 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, float *part, c
      * sits between a slot becoming free and its copies being issued (loading each stage's
      * indices a few stages ahead left the producers waiting on them: ncu, L1TEX
      * scoreboard). */
-    const int nh = WR_BK / KR; /* pair rows per thread and stage: 2 or 4 */
     int32_t no[4], ni[4]; /* the next block: 4 pairs a thread */
     const int ib = WR_IB(np), sb = ib / WR_BK; /* pairs and stages of a block */
 #pragma unroll
@@ -105,19 +107,19 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, float *part, c
       ni[e] = j < j1 ? p.pin[j] : -1;
     }
     vc_named_barrier(2, pt);
-    int s = 0, phase = 0;
-    for (int it = 0; it < n_it; it++) {
-      const int kb = it % sb, half = it / sb & 1;
-      if (kb == 0 && it > 0) {
-        /* block b = it / sb begins: its half was last read in block b - 2,
-         * which every producer left before the barrier that began block b - 1 */
+    int s = grp, phase = 0; /* this warpgroup's first stage is stage grp (np <= st) */
+    for (int blk = 0; blk * sb < n_it; blk++) {
+      const int half = blk & 1;
+      if (blk > 0) {
+        /* block blk begins: its half was last read in block blk - 2, which every
+         * producer left before the barrier that began block blk - 1 */
 #pragma unroll
         for (int e = 0; e < 4; e++) {
           wr_idx[half][0][tid + pt * e] = no[e];
           wr_idx[half][1][tid + pt * e] = ni[e];
         }
         vc_named_barrier(2, pt);
-        const int64_t jb = j0 + (int64_t)(it / sb + 1) * ib;
+        const int64_t jb = j0 + (int64_t)(blk + 1) * ib;
 #pragma unroll
         for (int e = 0; e < 4; e++) {
           const int64_t j = jb + tid + (int64_t)pt * e;
@@ -125,34 +127,36 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, float *part, c
           ni[e] = j < j1 ? p.pin[j] : -1;
         }
       }
-      if (it >= st) vc_mbar_wait(empty + 8 * s, phase ^ 1);
-      int32_t o4[4], i4[4];
+      /* sb is a multiple of np, so every block's stages alternate the same way */
+      for (int it = blk * sb + grp; it < min(n_it, (blk + 1) * sb); it += np) {
+        const int kb = it - blk * sb;
+        if (it >= st) vc_mbar_wait(empty + 8 * s, phase ^ 1);
+        int32_t o4[4], i4[4];
 #pragma unroll
-      for (int h = 0; h < 4; h++) {
-        if (h >= nh) break;
-        o4[h] = wr_idx[half][0][kb * WR_BK + k0 + KR * h];
-        i4[h] = wr_idx[half][1][kb * WR_BK + k0 + KR * h];
+        for (int h = 0; h < 4; h++) {
+          o4[h] = wr_idx[half][0][kb * WR_BK + k0 + 16 * h];
+          i4[h] = wr_idx[half][1][kb * WR_BK + k0 + 16 * h];
+        }
+#pragma unroll
+        for (int h = 0; h < 4; h++) {
+          const uint32_t off = vc_sw(128, k0 + 16 * h, q);
+          const bool valid = o4[h] >= 0; /* pairs past the chunk arrive as -1: zero rows */
+          const char *dy_r = dy + (uint64_t)(uint32_t)max(o4[h], 0) * dy_pitch;
+          const char *x_r = x + (uint64_t)(uint32_t)max(i4[h], 0) * x_pitch;
+#pragma unroll
+          for (int w = 0; w < 2; w++)
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sA + s * WR_A_TILE + w * HP_ATOM + off),
+                         "l"(dy_r + (64 * w < co_left ? dy_off + 128 * w : 0)),
+                         "r"(valid && 64 * w < co_left ? 16 : 0));
+#pragma unroll
+          for (int u = 0; u < bn / 64; u++)
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sB + s * WR_B_TILE(bn) + u * HP_ATOM + off),
+                         "l"(x_r + (64 * u < ci_left ? x_off + 128 * u : 0)),
+                         "r"(valid && 64 * u < ci_left ? 16 : 0));
+        }
+        vc_mbar_arrive_cp_async(full + 8 * s);
+        if ((s += np) >= st) s -= st, phase ^= 1;
       }
-#pragma unroll
-      for (int h = 0; h < 4; h++) {
-        if (h >= nh) break;
-        const uint32_t off = vc_sw(128, k0 + KR * h, q);
-        const bool valid = o4[h] >= 0; /* pairs past the chunk arrive as -1: zero rows */
-        const char *dy_r = dy + (uint64_t)(uint32_t)max(o4[h], 0) * dy_pitch;
-        const char *x_r = x + (uint64_t)(uint32_t)max(i4[h], 0) * x_pitch;
-#pragma unroll
-        for (int w = 0; w < 2; w++)
-          asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sA + s * WR_A_TILE + w * HP_ATOM + off),
-                       "l"(dy_r + (64 * w < co_left ? dy_off + 128 * w : 0)),
-                       "r"(valid && 64 * w < co_left ? 16 : 0));
-#pragma unroll
-        for (int u = 0; u < bn / 64; u++)
-          asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sB + s * WR_B_TILE(bn) + u * HP_ATOM + off),
-                       "l"(x_r + (64 * u < ci_left ? x_off + 128 * u : 0)),
-                       "r"(valid && 64 * u < ci_left ? 16 : 0));
-      }
-      vc_mbar_arrive_cp_async(full + 8 * s);
-      if (++s == st) s = 0, phase ^= 1;
     }
     asm volatile("cp.async.wait_all;\n" ::: "memory");
   } else { /* ---- consumers ---- */
