@@ -116,6 +116,13 @@ __device__ static __forceinline__ void hp_consume(float *acc, const hp_ring &r, 
                                                   int a_tile, int b_tile, int kb, uint32_t a_off, int bn, int dt, int layout,
                                                   uint32_t uni, uint32_t live, int nkc, int it0) {
   const int lane = threadIdx.x & 31;
+  /* Slot 0's descriptors; a descriptor's address field is linear (16-byte units, 14 bits
+   * hold any shared address), so a slot's and a K step's are these plus their offsets:
+   * no descriptor is built in the loop (it was half the consumers' instructions). K steps
+   * are 32 bytes along a K-major row, 2048 bytes (16 rows of 128) in an MN-major tile. */
+  const uint64_t da0 = layout == HP_MNMN ? vc_wgmma_desc_mn(r.a + a_off, 64 * kb) : vc_wgmma_desc_k(r.a + a_off, kb);
+  const uint64_t db0 = layout == HP_KK ? vc_wgmma_desc_k(r.b, kb) : vc_wgmma_desc_mn(r.b, 64 * kb);
+  const uint32_t a_step = (layout == HP_MNMN ? 2048 : 32) >> 4, b_step = (layout == HP_KK ? 32 : 2048) >> 4;
   int s = pos.s, phase = pos.phase, prev = -1, kc = 0;
   uint32_t rem = uni;
   if (uni) {
@@ -128,13 +135,9 @@ __device__ static __forceinline__ void hp_consume(float *acc, const hp_ring &r, 
     if (on) {
       vc_fence_proxy_async(); /* the cp.async (generic proxy) writes, seen here, to wgmma */
       vc_wgmma_fence();
-      const uint32_t a0 = r.a + s * a_tile + a_off, b0 = r.b + s * b_tile;
+      const uint64_t da = da0 + (uint32_t)(s * a_tile >> 4), db = db0 + (uint32_t)(s * b_tile >> 4);
 #pragma unroll
-      for (int kk = 0; kk < kb / 32; kk++) {
-        const uint64_t da = layout == HP_MNMN ? vc_wgmma_desc_mn(a0 + 2048 * kk, 64 * kb) : vc_wgmma_desc_k(a0 + 32 * kk, kb);
-        const uint64_t db = layout == HP_KK ? vc_wgmma_desc_k(b0 + 32 * kk, kb) : vc_wgmma_desc_mn(b0 + 2048 * kk, 64 * kb);
-        hp_mma(acc, bn, dt, layout, da, db);
-      }
+      for (int kk = 0; kk < kb / 32; kk++) hp_mma(acc, bn, dt, layout, da + kk * a_step, db + kk * b_step);
       vc_wgmma_commit();
       VC_WGMMA_WAIT(1); /* the group of the previous issued stage has retired: its slot goes back */
       if (prev >= 0 && lane == 0) vc_mbar_arrive(r.empty + 8 * prev);
