@@ -14,8 +14,9 @@
  * multiprocessor walks the units blockIdx.x, + gridDim.x, ...
  *   - the producers (registers cut to 56 a thread) build each unit's tables (its rows, active
  *     offsets and their gather rows) while the consumers still work on the previous unit,
- *     then gather the 128 A rows of a stage with cp.async into a KB-byte-swizzled K-major
- *     tile, and one of their threads has the TMA copy the stage's weight box (swizzled the
+ *     then each producer warpgroup, taking every np-th stage, gathers the stage's 128 A rows
+ *     with cp.async into a KB-byte-swizzled K-major tile, and one of its threads has the
+ *     TMA copy the stage's weight box (swizzled the
  *     same way by the copy engine; out-of-range rows and channels arrive as zeros);
  *   - two consumers each issue m64nBN wgmma (k16, or k8 in tf32) over 64 of the rows, with fp32
  *     accumulators, one group in flight; a consumer skips the stages of offsets that none

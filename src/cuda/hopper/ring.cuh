@@ -6,9 +6,10 @@
  * stage is an A tile (the consumers' 2 x 64 rows, kb = 128 or 64 bytes of reduction values
  * deep: 64 or 32 16-bit values, 32 or 16 tf32) and a B tile (bn columns), K-major tiles
  * kb-byte swizzled, MN-major ones 128-byte swizzled in atoms 64 kb bytes apart (see
- * ptx/wgmma.cuh), in a 192 KB ring. Slot s's `full` barrier completes
- * when the producers' copies of the stage have landed; its `empty` barrier when the 8
- * consumer warps have retired the wgmma that read it. */
+ * ptx/wgmma.cuh), in a 192 KB ring. Producer warpgroup g issues stages g, g + np, ...
+ * alone. Slot s's `full` barrier completes when that warpgroup's copies of the stage have
+ * landed; its `empty` barrier when the 8 consumer warps have retired the wgmma that read
+ * it. */
 #ifndef VC_CUDA_HOPPER_RING_CUH
 #define VC_CUDA_HOPPER_RING_CUH
 

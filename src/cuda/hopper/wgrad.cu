@@ -17,8 +17,9 @@
  * The gathered rows are contiguous along the channels, so both wgmma operands are
  * MN-major: a stage row is one pair's 64 channels (128 bytes, 128-byte swizzled), and the
  * tiles are 64-channel atoms of 64 rows. The warp roles and the stage ring are ring.cuh's:
- * producer warpgroups gather with cp.async (no TMA: both operands are gathers), two
- * consumer warpgroups issue m64nBNk16 wgmma over 64 output channels each.
+ * producer warpgroups (each taking every np-th stage) gather with cp.async (no TMA: both
+ * operands are gathers), two consumer warpgroups issue m64nBNk16 wgmma over 64 output
+ * channels each.
  *
  * The chunks' fp32 partials meet in the workspace in one of two ways:
  *   - add: reductions (red.global.add.v2.f32, done in L2, the CTA does not wait) into one
