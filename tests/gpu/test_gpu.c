@@ -707,7 +707,7 @@ static bool subm_setup(plan_pair *pp, conv_data *cd, vc_context *gctx, int64_t n
  * column tiles and reduction tails, and both stage depths (64-byte stages where the
  * reduction's channels fit in 64 bytes: the forward of 24 channels in f16 and of 16 in f16
  * and tf32; 128-byte ones elsewhere, with half-full last chunks); and bad values of both
- * variables refused with their messages. */
+ * variables refused with their messages; and a dense 5x5x5 case (below). */
 static void test_masked_tiles(void) {
   if (!g_has_masked) {
     printf("  no sm_90 device (or VOXCONV_WGMMA=0): nothing to test\n");
@@ -779,6 +779,38 @@ static void test_masked_tiles(void) {
     for (int b = 0; b < NCFG; b++) pair_free(&pp[b]);
     free(coords);
   }
+  /* A 5x5x5 submanifold conv on a dense cube: K = 125 takes the producers' offset list of
+   * several mask words, and tiles meeting more than GTAB_OFFSETS offsets read the gather
+   * table from the map, not from shared memory; both tile widths that apply, all passes. */
+  enum { SIDE = 11 };
+  int32_t *cube = malloc((size_t)SIDE * SIDE * SIDE * 4 * sizeof *cube);
+  for (int i = 0; i < SIDE * SIDE * SIDE; i++) {
+    cube[4 * i] = 0;
+    cube[4 * i + 1] = i % SIDE, cube[4 * i + 2] = i / SIDE % SIDE, cube[4 * i + 3] = i / (SIDE * SIDE);
+  }
+  vc_conv_desc d5;
+  vc_conv_desc_init(&d5, VC_CONV_SUBMANIFOLD, 5, 1, -1, 1);
+  for (int b = 0; all && b < 2; b++) {
+    plan_pair pp;
+    if (pair_build(&pp, ctx[b], &d5, cube, SIDE * SIDE * SIDE))
+      for (int t = 0; t < 3; t++) {
+        conv_data cd;
+        data_make(&cd, pp.cpu, 24, 40, dtypes[t]);
+        data_reference(&cd, pp.cpu, ALL_PASSES);
+        for (int pass = 0; pass < 3; pass++) {
+          vc_conv_args a = cd.args;
+          a.algo = VC_ALGO_MASKED;
+          if (a.dtype == VC_DTYPE_F32) a.math = VC_MATH_TF32;
+          char what[256];
+          snprintf(what, sizeof what, "dense 5x5x5 cube %s ci=24 co=40 masked BN=%s %s",
+                   a.dtype == VC_DTYPE_F32 ? "f32+tf32" : vc_dtype_name(a.dtype), cfg[b][0], vc_pass_name(pass));
+          run_checked(ctx[b], pp.gpu, &cd, &a, (vc_pass)pass, what);
+        }
+        data_free(&cd);
+      }
+    pair_free(&pp);
+  }
+  free(cube);
   for (int b = 0; b < NCFG; b++) vc_context_destroy(ctx[b]);
 }
 
