@@ -101,9 +101,9 @@ int vc_cuda_masked_variants(const vc_plan *p, const vc_conv_args *a, vc_pass pas
 void vc_cuda_masked_variant_name(int variant, char buf[32]);
 int vc_cuda_masked_variant_parse(const char *name);
 vc_status vc_cuda_implicit_init(vc_context *ctx);
-/* rows.cu: small elementwise kernels shared by the passes. */
 /* Kernel tables over the storage types index them f16, bf16, f32. */
 static inline int vc_cuda_dt_index(int dt) { return dt == VC_DTYPE_F16 ? 0 : dt == VC_DTYPE_BF16 ? 1 : 2; }
+/* rows.cu: small elementwise kernels shared by the passes. */
 void vc_cuda_fill_rows_f32(float *acc, int64_t n, int64_t c, const void *bias, vc_dtype dt, cudaStream_t s);
 /* dst (n elements of dt) = the sum of nslices fp32 slices [nslices][n], added in slice order
  * (the deterministic split reductions' last step; nslices = 1: a conversion). */

@@ -144,11 +144,17 @@ __device__ static __forceinline__ tile_pos tile_setup(const imp_args &p, int bm,
   return t;
 }
 
+/* The input row that tile row m meets through map column col, read from the map (-1: no
+ * neighbour, or m past the rows). */
+__device__ static __forceinline__ int32_t map_row(const imp_args &p, const int32_t *rowid, int col, int m) {
+  return rowid[m] >= 0 ? p.tab[(int64_t)rowid[m] * p.K + col] : -1;
+}
+
 /* The input row that tile row m meets through the a-th active offset (column col). */
 __device__ static __forceinline__ int32_t gather_row(const imp_args &p, const int32_t *rowid, const int32_t *gtab, int n_act, int bm,
                                             int a, int col, int m) {
   if (n_act <= GTAB_OFFSETS) return gtab[a * GTAB_STRIDE(bm) + m];
-  return rowid[m] >= 0 ? p.tab[(int64_t)rowid[m] * p.K + col] : -1;
+  return map_row(p, rowid, col, m);
 }
 
 /* The chunk-major wgrads (hopper/wgrad.cu, narrow.cu): every offset's pair list is cut into

@@ -699,6 +699,23 @@ static bool subm_setup(plan_pair *pp, conv_data *cd, vc_context *gctx, int64_t n
   return true;
 }
 
+/* All three passes of cd on pp's GPU plan with VC_ALGO_MASKED (tf32 math for f32 storage)
+ * against the reference, in ctx, whose configuration cfg (BN, split, deterministic; as
+ * below) names the runs. */
+static void masked_passes(vc_context *ctx, const plan_pair *pp, conv_data *cd, const char *const cfg[3]) {
+  for (int pass = 0; pass < 3; pass++) {
+    vc_conv_args a = cd->args;
+    a.algo = VC_ALGO_MASKED;
+    if (a.dtype == VC_DTYPE_F32) a.math = VC_MATH_TF32;
+    char what[256];
+    snprintf(what, sizeof what, "%s %s ci=%lld co=%lld masked BN=%s split=%s%s %s", pp->what,
+             a.dtype == VC_DTYPE_F32 ? "f32+tf32" : vc_dtype_name(a.dtype), (long long)a.in_channels,
+             (long long)a.out_channels, cfg[0], cfg[1] ? cfg[1] : "auto", cfg[2] ? " deterministic" : "",
+             vc_pass_name(pass));
+    run_checked(ctx, pp->gpu, cd, &a, (vc_pass)pass, what);
+  }
+}
+
 /* The masked kernel's four tile widths, each forced through VOXCONV_MASKED_BN in a context
  * of its own, and three of them with forced reduction splits (VOXCONV_MASKED_SPLIT; 16 leaves
  * some splits without stages; wgrad's chunks then add their partials with reductions, and
@@ -763,17 +780,7 @@ static void test_masked_tiles(void) {
         conv_data cd;
         data_make(&cd, pp[0].cpu, ch[c][0], ch[c][1], dtypes[t]);
         data_reference(&cd, pp[0].cpu, ALL_PASSES);
-        for (int b = 0; b < NCFG; b++)
-          for (int pass = 0; pass < 3; pass++) {
-            vc_conv_args a = cd.args;
-            a.algo = VC_ALGO_MASKED;
-            if (a.dtype == VC_DTYPE_F32) a.math = VC_MATH_TF32;
-            char what[256];
-            snprintf(what, sizeof what, "%s %s ci=%lld co=%lld masked BN=%s split=%s%s %s", pp[b].what,
-                     a.dtype == VC_DTYPE_F32 ? "f32+tf32" : vc_dtype_name(a.dtype), (long long)a.in_channels, (long long)a.out_channels, cfg[b][0],
-                     cfg[b][1] ? cfg[b][1] : "auto", cfg[b][2] ? " deterministic" : "", vc_pass_name(pass));
-            run_checked(ctx[b], pp[b].gpu, &cd, &a, (vc_pass)pass, what);
-          }
+        for (int b = 0; b < NCFG; b++) masked_passes(ctx[b], &pp[b], &cd, cfg[b]);
         data_free(&cd);
       }
     for (int b = 0; b < NCFG; b++) pair_free(&pp[b]);
@@ -797,15 +804,7 @@ static void test_masked_tiles(void) {
         conv_data cd;
         data_make(&cd, pp.cpu, 24, 40, dtypes[t]);
         data_reference(&cd, pp.cpu, ALL_PASSES);
-        for (int pass = 0; pass < 3; pass++) {
-          vc_conv_args a = cd.args;
-          a.algo = VC_ALGO_MASKED;
-          if (a.dtype == VC_DTYPE_F32) a.math = VC_MATH_TF32;
-          char what[256];
-          snprintf(what, sizeof what, "dense 5x5x5 cube %s ci=24 co=40 masked BN=%s %s",
-                   a.dtype == VC_DTYPE_F32 ? "f32+tf32" : vc_dtype_name(a.dtype), cfg[b][0], vc_pass_name(pass));
-          run_checked(ctx[b], pp.gpu, &cd, &a, (vc_pass)pass, what);
-        }
+        masked_passes(ctx[b], &pp, &cd, cfg[b]);
         data_free(&cd);
       }
     pair_free(&pp);

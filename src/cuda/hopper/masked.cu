@@ -177,10 +177,7 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
           for (int h = 0; h < MK_BM / MR; h++) row[h] = gtab[a * GTAB_STRIDE(MK_BM) + m0 + MR * h];
         } else {
 #pragma unroll
-          for (int h = 0; h < MK_BM / MR; h++) {
-            const int32_t r = rowid[m0 + MR * h];
-            row[h] = r >= 0 ? p.tab[(int64_t)r * p.K + col] : -1;
-          }
+          for (int h = 0; h < MK_BM / MR; h++) row[h] = map_row(p, rowid, col, m0 + MR * h);
         }
         /* chunks past the channels, and rows without a neighbour, copy 0 bytes (zeros) from
          * an address inside the operand */
