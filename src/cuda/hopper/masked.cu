@@ -13,11 +13,11 @@
  * Persistent and warp-specialised (roles and stage ring in ring.cuh): one CTA a
  * multiprocessor walks the units blockIdx.x, + gridDim.x, ...
  *   - the producers (registers cut to 56 a thread) build each unit's tables (its rows, active
- *     offsets and their gather rows) while the consumers still work on the previous unit,
- *     then each producer warpgroup, taking every np-th stage, gathers the stage's 128 A rows
+ *     offsets and their gather rows) while they issue the previous unit's stages (K <= 32),
+ *     and each producer warpgroup, taking every np-th stage, gathers the stage's 128 A rows
  *     with cp.async into a KB-byte-swizzled K-major tile, and one of its threads has the
- *     TMA copy the stage's weight box (swizzled the
- *     same way by the copy engine; out-of-range rows and channels arrive as zeros);
+ *     TMA copy the stage's weight box (swizzled the same way by the copy engine;
+ *     out-of-range rows and channels arrive as zeros);
  *   - two consumers each issue m64nBN wgmma (k16, or k8 in tf32) over 64 of the rows, with fp32
  *     accumulators, one group in flight; a consumer skips the stages of offsets that none
  *     of its 64 rows meets (their A rows are zeros).
@@ -56,6 +56,9 @@
 #define MK_AUTO_SPLIT 8
 #define MK_MIN_SPLIT_STAGES 8 /* reduction stages a split has at least (of the K offsets) */
 #define MK_NBN 4              /* tile widths: mk_bn */
+/* Offsets a unit's gather table holds: two tables (the unit's and the next's) of 27 x 129
+ * words fit beside the 192 KB ring; tiles meeting more read the map directly. */
+#define MK_GTAB 27
 
 /* Bytes of reduction values a stage row holds for c_red channels of dtype dt: 64 where all
  * of them fit in 64 bytes (32 16-bit channels: half the copies and MMAs of a half-empty
@@ -89,6 +92,69 @@ __device__ static __forceinline__ void mk_range(const imp_args &p, const mk_unit
   const int per = (n_it + p.nsplit - 1) / p.nsplit;
   *it0 = min(n_it, w.split * per), *it1 = min(n_it, *it0 + per);
 }
+
+/* The producers' tables of the unit whose rows start at m0, built in place: rowid, act (the
+ * active offsets, ascending) and, for at most MK_GTAB of them, gtab (as tile_gtab). Returns
+ * the offset count to every producer thread (tid of pt); ends with a named barrier, after
+ * which the tables are everyone's. One mask word: thread i places offset i; more: thread 0
+ * walks them and n_act passes the count on. */
+__device__ static __forceinline__ int mk_tables(const imp_args &p, int64_t m0, int32_t *rowid, int16_t *act, int *n_act,
+                                                int32_t *gtab, int tid, int pt) {
+  tile_rows(p, m0, MK_BM, rowid, tid, pt);
+  int na;
+  if (p.K <= 32) {
+    const uint32_t m = tile_mask_word(p, m0, MK_BM, 0);
+    if (tid < 32 && (m >> tid & 1)) act[__popc(m & ((1u << tid) - 1))] = (int16_t)tid;
+    na = __popc(m);
+    vc_named_barrier(2, pt);
+  } else {
+    if (tid == 0) *n_act = tile_offsets(p, m0, MK_BM, act);
+    vc_named_barrier(2, pt);
+    na = *n_act;
+  }
+  if (na <= MK_GTAB) {
+    tile_gtab(p, rowid, act, na, MK_BM, gtab, tid, pt);
+    vc_named_barrier(2, pt);
+  }
+  return na;
+}
+
+/* 4-byte cp.async copy of *src to shared memory at dst. */
+__device__ static __forceinline__ void mk_copy4(int32_t *dst, const int32_t *src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(vc_smem_addr(dst)), "l"(src) : "memory");
+}
+
+/* Ahead, part 1 (at a unit's start): rowid of the unit at m0 (K <= 32), by cp.async copies
+ * committed as one group; returns its mask word, loaded now, read in part 2. */
+__device__ static __forceinline__ uint32_t mk_ahead_rows(const imp_args &p, int64_t m0, int32_t *rowid, int tid) {
+  if (tid < MK_BM) {
+    if (m0 + tid >= p.rows) rowid[tid] = -1;
+    else if (!p.order) rowid[tid] = (int32_t)(m0 + tid);
+    else mk_copy4(rowid + tid, p.order + m0 + tid);
+  }
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+  return tile_mask_word(p, m0, MK_BM, 0);
+}
+
+/* Ahead, part 2 (after a few of the unit's stages): act from mask word m, then gtab as 4-byte
+ * cp.async copies from the map, committed as one group for the caller to wait for (rows past
+ * the tile's end get -1 by a plain store). Returns the offset count. */
+__device__ static __forceinline__ int mk_ahead_gtab(const imp_args &p, uint32_t m, const int32_t *rowid, int16_t *act,
+                                                    int32_t *gtab, int tid, int pt) {
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory"); /* this thread's rowid copy */
+  if (tid < 32 && (m >> tid & 1)) act[__popc(m & ((1u << tid) - 1))] = (int16_t)tid;
+  vc_named_barrier(2, pt); /* rowid and act are everyone's */
+  const int na = __popc(m);
+  if (na <= MK_GTAB)
+    for (int i = tid; i < na * MK_BM; i += pt) {
+      const int r = i / na, a = i - r * na;
+      int32_t *d = gtab + a * GTAB_STRIDE(MK_BM) + r;
+      if (rowid[r] < 0) *d = -1;
+      else mk_copy4(d, p.tab + (int64_t)rowid[r] * p.K + act[a]);
+    }
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+  return na;
+}
 #endif
 
 /* p: the pass's arguments with nsplit and n_tiles set; part, cnt: the split partials and
@@ -104,10 +170,11 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
               * and measured a little slower in training (suite L 12.38 against 12.23 ms,
               * within run-to-run spread; bench/NOTES.md session 10) */
   extern __shared__ __align__(16) uint8_t mk_smem[];
-  /* the producers' per-unit tables: rows, active offsets, their gather rows */
-  __shared__ int32_t rowid[MK_BM];
-  __shared__ int16_t act[MAX_K];
-  __shared__ int32_t gtab[GTAB_OFFSETS * GTAB_STRIDE(MK_BM)];
+  /* the producers' per-unit tables (rows, active offsets, their gather rows), two of each:
+   * the unit's and the next unit's */
+  __shared__ int32_t rowid[2][MK_BM];
+  __shared__ int16_t act[2][MAX_K];
+  __shared__ int32_t gtab[2][MK_GTAB * GTAB_STRIDE(MK_BM)];
   __shared__ int n_act, last;
   __shared__ float sbias[2][256]; /* the unit's bias columns, by unit parity */
   /* full: one producer warpgroup's cp.async arrivals + its TMA issuer's */
@@ -133,37 +200,36 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
     const char *a_src = (const char *)p.a_src;
     const uint32_t a_pitch = (uint32_t)(p.c_red * es); /* bytes of a gathered row */
     int64_t g = 0; /* stages issued by this CTA */
-    for (int64_t u = blockIdx.x; u < units; u += gridDim.x) {
+    /* A unit's tables are built while the unit before it issues its stages, into the other
+     * buffer (K <= 32): its rows and mask word are loaded when that unit starts, its offsets
+     * placed and its gather table copied by cp.async after that unit's first 2 np stages,
+     * and the copies land by that unit's end. So a unit begins with its tables ready: no
+     * global latency and one named barrier between units (ncu, dec4.a forward: the set-up
+     * in line was ~40 % of the producers' samples). The first unit, and every unit with K >
+     * 32, build theirs in place. */
+    int na = 0; /* the unit's active offsets */
+    int ub = 0; /* its table buffer */
+    for (int64_t u = blockIdx.x; u < units; u += gridDim.x, ub ^= 1) {
       const mk_unit w = mk_unit_of(p, u, bn);
-      /* The unit's tables; the producers run ahead of the consumers here, so this latency
-       * hides behind the previous unit's last stages and epilogue. */
-      vc_named_barrier(2, pt); /* the previous unit's tables are no longer read */
-      tile_rows(p, w.m0, MK_BM, rowid, tid, pt);
-      int na;
-      if (p.K <= 32) { /* one mask word: every thread has the count, thread i places offset i */
-        const uint32_t m = tile_mask_word(p, w.m0, MK_BM, 0);
-        na = __popc(m);
-        if (tid < 32 && (m >> tid & 1)) act[__popc(m & ((1u << tid) - 1))] = (int16_t)tid;
-        vc_named_barrier(2, pt);
-      } else {
-        if (tid == 0) n_act = tile_offsets(p, w.m0, MK_BM, act);
-        vc_named_barrier(2, pt);
-        na = n_act;
-      }
-      const bool tab = na <= GTAB_OFFSETS;
-      if (tab) {
-        tile_gtab(p, rowid, act, na, MK_BM, gtab, tid, pt);
-        vc_named_barrier(2, pt);
-      }
+      if (u == blockIdx.x || p.K > 32) na = mk_tables(p, w.m0, rowid[ub], act[ub], &n_act, gtab[ub], tid, pt);
+      const bool tab = na <= MK_GTAB;
+      /* the other buffer was left by every producer at the last unit's end */
+      bool ahead = p.K <= 32 && u + gridDim.x < units;
+      const uint32_t next_mask = ahead ? mk_ahead_rows(p, mk_unit_of(p, u + gridDim.x, bn).m0, rowid[ub ^ 1], tid) : 0;
       int it0, it1;
       mk_range(p, w, na * nkc, &it0, &it1);
-      const int n = it1 - it0;
+      const int n = it1 - it0, n_ahead = min(n, 2 * np);
       int i = (int)((grp - g % np + np) % np); /* this warpgroup's first stage of the unit */
       int64_t gi = g + i;
       int s = (int)(gi % st), phase = (int)(gi / st & 1), a = (it0 + i) / nkc, kc = (it0 + i) % nkc;
-      for (; i < n; i += np, gi += np) {
+      for (;; i += np, gi += np) {
+        if (ahead && i >= n_ahead) { /* every producer comes here once (n_ahead <= n) */
+          na = mk_ahead_gtab(p, next_mask, rowid[ub ^ 1], act[ub ^ 1], gtab[ub ^ 1], tid, pt);
+          ahead = false;
+        }
+        if (i >= n) break;
         if (gi >= st) vc_mbar_wait(empty + 8 * s, phase ^ 1);
-        const int col = act[a], rw = p.flip ? p.K - 1 - col : col, k0 = kc * bk;
+        const int col = act[ub][a], rw = p.flip ? p.K - 1 - col : col, k0 = kc * bk;
         if (gt == 0) {
           vc_mbar_arrive_expect_tx(full + 8 * s, b_tile);
           if (b_kmajor) vc_tma_load_3d(sB + s * b_tile, bmap, k0, rw, (int)w.n0, full + 8 * s);
@@ -174,10 +240,10 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
         int32_t row[MK_BM / 16]; /* MK_BM / MR of them used */
         if (tab) {
 #pragma unroll
-          for (int h = 0; h < MK_BM / MR; h++) row[h] = gtab[a * GTAB_STRIDE(MK_BM) + m0 + MR * h];
+          for (int h = 0; h < MK_BM / MR; h++) row[h] = gtab[ub][a * GTAB_STRIDE(MK_BM) + m0 + MR * h];
         } else {
 #pragma unroll
-          for (int h = 0; h < MK_BM / MR; h++) row[h] = map_row(p, rowid, col, m0 + MR * h);
+          for (int h = 0; h < MK_BM / MR; h++) row[h] = map_row(p, rowid[ub], col, m0 + MR * h);
         }
         /* chunks past the channels, and rows without a neighbour, copy 0 bytes (zeros) from
          * an address inside the operand */
@@ -196,6 +262,10 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
         for (kc += np; kc >= nkc; kc -= nkc) a++;
       }
       g += n;
+      /* the next unit's gather table has landed (this thread's copies; the barrier makes it
+       * everyone's), and this unit's tables are free */
+      asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+      vc_named_barrier(2, pt);
     }
     asm volatile("cp.async.wait_all;\n" ::: "memory"); /* exit with no copy in flight */
   } else { /* ---- consumers ---- */
