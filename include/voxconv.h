@@ -288,20 +288,24 @@ VC_API vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, cons
  *     file overrides them;
  *  5. otherwise a fixed heuristic.
  * Execute calls never tune (tuning synchronises); call vc_conv_tune once per layer shape.
- * VC_ALGO_MASKED (offered on sm_90 devices, and AUTO's heuristic there for 16-bit storage,
- * and for tf32 forward and backward-data) runs all three passes on warp-specialised wgmma
+ * VC_ALGO_MASKED (offered on sm_90 devices, and AUTO's heuristic there for 16-bit storage
+ * and for tf32) runs all three passes on warp-specialised wgmma
  * kernels when the storage is f16 or bf16, the channel counts are multiples of 8, the
  * operands and output (and wgrad's workspace) are 16-byte aligned and row x channel chunk
  * indices fit 32 bits; otherwise it runs VC_ALGO_IMPLICIT's kernels. With f32 storage and
  * VC_MATH_TF32 it runs forward and backward-data on tf32 wgmma under the same conditions
  * (backward-data also needs an aligned workspace: it holds the weight transposed, K x Ci x
  * Co x 4 bytes); the tensor cores truncate the features (and the forward's weight) to tf32,
- * about 7e-4 relative error where cuBLAS's rounding gives about 3e-4. Its backward-weight
- * in f32 is VC_ALGO_IMPLICIT's exact FFMA kernel. Where a forward or backward-data call has too few output
+ * about 7e-4 relative error where cuBLAS's rounding gives about 3e-4. Its tf32
+ * backward-weight (same conditions, aligned workspace) splits every x and dy value into a
+ * bf16 pair, hi + lo, held in the workspace ((N_in x Ci + N_out x Co) x 4 bytes), and adds
+ * three bf16 wgmma products, hi x hi + hi x lo + lo x hi: more accurate than tf32 (the
+ * dropped term is below 2^-14 of a product). With VC_MATH_F32 and elsewhere, f32 runs
+ * VC_ALGO_IMPLICIT's exact FFMA kernel. Where a forward or backward-data call has too few output
  * tiles to fill the device, it splits the reduction and its workspace holds the fp32
  * partials (vc_conv_workspace_size says how much; a workspace that is not 16-byte aligned
  * runs the call unsplit). Its backward-weight cuts every offset's pairs into chunks and, in
- * f16/bf16 on the wgmma kernel, adds the chunks' fp32 partials with reductions in L2 into
+ * the wgmma kernel, adds the chunks' fp32 partials with reductions in L2 into
  * an fp32 dW in the workspace (the order of those additions varies from run to run); in a
  * VOXCONV_DETERMINISTIC context it stores one partial slice per chunk and adds them in a
  * fixed order instead (fewer chunks, a larger workspace, somewhat slower). Forward and

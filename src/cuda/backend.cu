@@ -138,10 +138,10 @@ static int cuda_algos(const vc_plan *p, const vc_conv_args *a, vc_pass pass, vc_
 }
 
 /* Tensor cores through the fused kernels for 16-bit storage (masked on sm_90), and for
- * tf32's forward and dgrad on sm_90 where the channels suit the wgmma kernels (elsewhere
- * masked would run the exact FFMA kernel); cuBLAS for exact f32 and the rest of tf32. */
+ * tf32 on sm_90 where the channels suit the wgmma kernels (elsewhere masked would run the
+ * exact FFMA kernel); cuBLAS for exact f32 and the rest of tf32. */
 static vc_algo cuda_heuristic(const vc_plan *p, const vc_conv_args *a, vc_pass pass) {
-  const bool masked = vc_cuda(p->ctx)->masked && vc_cuda_masked_kernels(a, pass);
+  const bool masked = vc_cuda(p->ctx)->masked && vc_cuda_masked_kernels(a);
   if (a->dtype == VC_DTYPE_F32)
     return masked && a->in_channels % 8 == 0 && a->out_channels % 8 == 0 ? VC_ALGO_MASKED : VC_ALGO_EXPLICIT;
   return masked ? VC_ALGO_MASKED : VC_ALGO_IMPLICIT;
@@ -160,7 +160,7 @@ static bool cuda_deterministic(vc_algo algo, vc_pass pass) {
  * environment fixes the shape or the masked kernels do not run this dtype. */
 static int cuda_variants(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int out[]) {
   const vc_cuda_state *cs = vc_cuda(p->ctx);
-  if (a->algo != VC_ALGO_MASKED || pass == VC_PASS_BACKWARD_WEIGHT || !vc_cuda_masked_kernels(a, pass) ||
+  if (a->algo != VC_ALGO_MASKED || pass == VC_PASS_BACKWARD_WEIGHT || !vc_cuda_masked_kernels(a) ||
       cs->masked_bn || cs->masked_split)
     return 0;
   return vc_cuda_masked_variants(p, a, pass, out);

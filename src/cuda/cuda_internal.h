@@ -90,10 +90,10 @@ size_t vc_cuda_implicit_workspace(const vc_plan *p, const vc_conv_args *a, vc_pa
 vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, int variant, vc_pass pass,
                                const void *in0, const void *in1, const void *in2, void *out0, void *out1,
                                void *ws, cudaStream_t s);
-/* Whether VC_ALGO_MASKED's wgmma kernels cover this storage, math and pass: every pass in
- * f16/bf16, forward and dgrad in tf32 (channels and alignment are checked where it runs). */
-static inline bool vc_cuda_masked_kernels(const vc_conv_args *a, vc_pass pass) {
-  return a->dtype != VC_DTYPE_F32 || (a->math == VC_MATH_TF32 && pass != VC_PASS_BACKWARD_WEIGHT);
+/* Whether VC_ALGO_MASKED's wgmma kernels cover this storage and math: f16/bf16 and tf32, every
+ * pass (channels and alignment are checked where it runs). */
+static inline bool vc_cuda_masked_kernels(const vc_conv_args *a) {
+  return a->dtype != VC_DTYPE_F32 || a->math == VC_MATH_TF32;
 }
 /* hopper/masked.cu: the tuner's tile shapes of the masked forward and dgrad for this call
  * (a variant encodes a tile width and a split count), and their names in the cache file. */

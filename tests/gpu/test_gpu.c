@@ -736,8 +736,8 @@ static void test_masked_tiles(void) {
                                            {"256", NULL, NULL}, {"64", "3", NULL}, {"256", "16", NULL},
                                            {"128", "5", "1"}};
   static const int64_t ch[3][2] = {{24, 232}, {16, 520}, {200, 136}};
-  /* f16, bf16, and f32 storage with tf32 math (forward and dgrad on wgmma; wgrad runs the
-   * implicit kernel) */
+  /* f16, bf16, and f32 storage with tf32 math (every pass on wgmma; the wgrad as three bf16
+   * products of split operands) */
   static const vc_dtype dtypes[3] = {VC_DTYPE_F16, VC_DTYPE_BF16, VC_DTYPE_F32};
   static const vc_conv_kind kinds[2] = {VC_CONV_SUBMANIFOLD, VC_CONV_SPARSE};
   static const char *const bad[4][3] = {{"VOXCONV_MASKED_BN", "32", "VOXCONV_MASKED_BN = \"32\"; use 64, 96, 128 or 256"},
@@ -828,18 +828,20 @@ static void run_twice(vc_context *ctx, const vc_plan *p, conv_data *cd, const vc
 }
 
 /* With VOXCONV_DETERMINISTIC=1 (set before the context exists and during the calls, whichever
- * the library reads), VC_ALGO_AUTO's backward-weight is bitwise repeatable. */
-static void deterministic_wgrad(const plan_pair *pp, conv_data *cd, vc_context **det, vc_plan **det_plan) {
+ * the library reads), VC_ALGO_AUTO's backward-weight is bitwise repeatable, in math m. */
+static void deterministic_wgrad(const plan_pair *pp, conv_data *cd, vc_math m, vc_context **det, vc_plan **det_plan) {
   setenv("VOXCONV_DETERMINISTIC", "1", 1);
   if (!*det) CHECK_OK(NULL, vc_context_create(VC_DEVICE_CUDA, 0, det));
   if (*det && !*det_plan) plan_make(*det, &pp->desc, pp->d_coords, pp->n, NULL, det_plan, pp->what);
   if (*det_plan) {
     vc_conv_args a = cd->args;
+    a.math = m;
     vc_algo algo = VC_ALGO_AUTO;
     CHECK_OK(*det, vc_conv_algo_for(*det_plan, &a, VC_PASS_BACKWARD_WEIGHT, &algo));
-    printf("  deterministic %s backward_weight runs %s\n", vc_dtype_name(a.dtype), vc_algo_name(algo));
+    const char *mn = m == VC_MATH_TF32 ? "+tf32" : "";
+    printf("  deterministic %s%s backward_weight runs %s\n", vc_dtype_name(a.dtype), mn, vc_algo_name(algo));
     char what[200];
-    snprintf(what, sizeof what, "%s %s deterministic auto", pp->what, vc_dtype_name(a.dtype));
+    snprintf(what, sizeof what, "%s %s%s deterministic auto", pp->what, vc_dtype_name(a.dtype), mn);
     run_twice(*det, *det_plan, cd, &a, VC_PASS_BACKWARD_WEIGHT, 0, what);
   }
   unsetenv("VOXCONV_DETERMINISTIC");
@@ -866,7 +868,9 @@ static void test_determinism(void) {
           run_twice(g_gpu, pp.gpu, &cd, &a, passes[p], vc_tolerance(a.dtype, a.math), what);
         }
       }
-      deterministic_wgrad(&pp, &cd, &det, &det_plan);
+      deterministic_wgrad(&pp, &cd, VC_MATH_F32, &det, &det_plan);
+      /* tf32's wgrad: three split products on the masked kernels, meeting as slices */
+      if (dtypes[k] == VC_DTYPE_F32) deterministic_wgrad(&pp, &cd, VC_MATH_TF32, &det, &det_plan);
     }
     data_free(&cd);
     vc_plan_destroy(det_plan); /* built over this iteration's sites */

@@ -1,6 +1,6 @@
-/* wgrad.cu — VC_ALGO_MASKED's weight gradient on Hopper (sm_90a), f16/bf16 on the fast path
- * (channel counts multiple of 8, 16-byte aligned x, dy and workspace); other shapes run the
- * implicit kernel.
+/* wgrad.cu — VC_ALGO_MASKED's weight gradient on Hopper (sm_90a), f16/bf16 and tf32 on the
+ * fast path (channel counts multiple of 8, 16-byte aligned x, dy and workspace); other
+ * shapes run the implicit kernel.
  *
  * dW_r[co][ci] = sum over the pairs j of offset r of dy[pout_j][co] * x[pin_j][ci]: one GEMM
  * per offset whose reduction runs over gathered rows, all offsets in one launch (the
@@ -26,7 +26,18 @@
  *     fp32 dW, then a conversion; the order of the additions varies from run to run;
  *   - slices (a VOXCONV_DETERMINISTIC context, or S = 1): chunk c stores its partial to
  *     slice c and a second kernel adds the slices in chunk order: bitwise repeatable, S
- *     limited by the slices' memory. */
+ *     limited by the slices' memory.
+ *
+ * tf32 (f32 storage, VC_MATH_TF32) runs the bf16 kernels three times over: tf32 wgmma takes
+ * K-major operands only, and both of the wgrad's gathered operands are MN-major. So each f32
+ * value v is first split into two bf16, hi = v rounded toward zero and lo = v - hi rounded
+ * (hi + lo carries 16 of v's 24 bits), written as rows [0, n) and [n, 2n) of one bf16 copy
+ * of x and of dy in the workspace, and dW = dy_hi x_hi + dy_hi x_lo + dy_lo x_hi: three
+ * launches, one product each, whose partials meet in the workspace like the chunks (a
+ * product index in the kernel held two more 64-bit pointers in the 56-register producers,
+ * which spilled). The dropped dy_lo x_lo is below 2^-14 of a product, against tf32's
+ * 2^-10 truncation of each operand; bf16's rate is twice tf32's, so the three products
+ * cost 1.5 tf32 GEMMs. */
 #include "../implicit.cuh"
 #include "../ptx/red.cuh"
 #include "ring.cuh"
@@ -46,9 +57,10 @@
 #define WR_IB_MAX WR_IB(2)
 
 /* p: a_src = dy, b_src = x, pin/pout/offsets, K, ci, co, nsplit (S, the chunks of each
- * offset); part: add ? the fp32 dW [co][K][ci] (zeroed) : the slices [S][co][K][ci]. */
-__device__ static __forceinline__ void wr_body(const imp_args &p, float *part, const int add, const int dt,
-                                               const int bn, const int np) {
+ * offset); part: add ? the fp32 dW [co][K][ci] (zeroed) : the slices [..][co][K][ci], chunk
+ * c's being slice0 + c. */
+__device__ static __forceinline__ void wr_body(const imp_args &p, float *part, const int add, const int64_t slice0,
+                                               const int dt, const int bn, const int np) {
 #ifdef VC_SM90A
   const int st = WR_STAGES(bn), pt = 128 * np;
   extern __shared__ __align__(16) uint8_t wr_smem[];
@@ -170,7 +182,7 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, float *part, c
     hp_consume(acc, ring, pos, n_it, st, WR_A_TILE, WR_B_TILE(bn), 128, cw * HP_ATOM, bn, dt, HP_MNMN, 0u, 0u, 1, 0);
     /* the fragment: row = output channel, column = input channel */
     const int64_t kci = (int64_t)p.K * p.ci;
-    float *dst = part + (add ? 0 : chunk * p.co * kci) + (int64_t)r * p.ci;
+    float *dst = part + (add ? 0 : (slice0 + chunk) * p.co * kci) + (int64_t)r * p.ci;
 #pragma unroll
     for (int j = 0; j < bn / 8; j++)
 #pragma unroll
@@ -188,9 +200,10 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, float *part, c
 #endif
 }
 
-#define WR_KERNEL(name, dt, bn)                                                                  \
-  __global__ void __launch_bounds__(HP_THREADS(HP_NP(bn)), 1) name(const imp_args p, float *part, int add) { \
-    wr_body(p, part, add, dt, bn, HP_NP(bn));                                                             \
+#define WR_KERNEL(name, dt, bn)                                                                                  \
+  __global__ void __launch_bounds__(HP_THREADS(HP_NP(bn)), 1) name(const imp_args p, float *part, int add,           \
+                                                                   int64_t slice0) {                                  \
+    wr_body(p, part, add, slice0, dt, bn, HP_NP(bn));                                                                     \
   }
 WR_KERNEL(k_wr_f16_64, VC_DTYPE_F16, 64)
 WR_KERNEL(k_wr_bf16_64, VC_DTYPE_BF16, 64)
@@ -199,7 +212,7 @@ WR_KERNEL(k_wr_bf16_128, VC_DTYPE_BF16, 128)
 WR_KERNEL(k_wr_f16_256, VC_DTYPE_F16, 256)
 WR_KERNEL(k_wr_bf16_256, VC_DTYPE_BF16, 256)
 
-typedef void (*wr_kernel)(const imp_args, float *, int);
+typedef void (*wr_kernel)(const imp_args, float *, int, int64_t);
 static const int wr_bn[3] = {64, 128, 256};
 static const wr_kernel wr_kernels[3][2] = {
     {k_wr_f16_64, k_wr_bf16_64}, {k_wr_f16_128, k_wr_bf16_128}, {k_wr_f16_256, k_wr_bf16_256}};
@@ -207,11 +220,12 @@ static const wr_kernel wr_kernels[3][2] = {
 /* The tile width (VOXCONV_MASKED_BN's, else from the input channels), S and the form.
  * S (VOXCONV_MASKED_SPLIT's, else chosen): WR_UNITS_PER_SM CTAs a multiprocessor, and
  * enough chunks that the rows the CTAs in flight read (their chunk positions' share of x
- * and dy, plus one more position for the offsets' drift) fill at most half of L2; at most one chunk a
- * WR_MIN_CHUNK pairs an offset. The slices form (deterministic contexts) also keeps its
- * slices within WR_MAX_SLICES and WR_SLICE_BYTES. */
+ * and dy, plus one more position for the offsets' drift) fill at most half of L2; at most
+ * one chunk a WR_MIN_CHUNK pairs an offset. The slices form (deterministic contexts) also
+ * keeps its slices within WR_MAX_SLICES and WR_SLICE_BYTES. nv: the products (3: tf32's
+ * split, a launch each). */
 typedef struct wr_shape {
-  int v, add;
+  int v, add, nv;
   int64_t nsplit, blocks;
 } wr_shape;
 
@@ -221,11 +235,13 @@ static wr_shape wr_shape_of(const vc_plan *p, const vc_conv_args *a) {
   const int64_t ci = a->in_channels, co = a->out_channels, K = p->kvol;
   const int forced = cs->masked_bn;
   sh.v = forced ? (forced == 256 ? 2 : forced > 64 ? 1 : 0) : ci > 128 ? 2 : ci > 64 ? 1 : 0; /* 96: its 128 */
+  sh.nv = a->dtype == VC_DTYPE_F32 ? 3 : 1;
   const int64_t tiles = (co + WR_BM - 1) / WR_BM * ((ci + wr_bn[sh.v] - 1) / wr_bn[sh.v]), kt = K * tiles;
   int64_t s = cs->masked_split;
   if (!s) {
     s = (WR_UNITS_PER_SM * cs->n_sm + kt - 1) / kt;
-    const double bytes = (double)(p->n_in * ci + p->n_out * co) * (double)vc_dtype_size(a->dtype);
+    /* the rows a launch reads: 16-bit (tf32: one of the split's halves) */
+    const double bytes = (double)(p->n_in * ci + p->n_out * co) * (sh.nv == 3 ? 2.0 : (double)vc_dtype_size(a->dtype));
     const double in_flight = (double)cs->n_sm / (double)kt + 1.0; /* chunk positions */
     const double s_l2 = ceil(2.0 * bytes * in_flight / (double)(cs->l2_bytes > 0 ? cs->l2_bytes : 1));
     if ((double)s < s_l2) s = (int64_t)s_l2;
@@ -233,25 +249,51 @@ static wr_shape wr_shape_of(const vc_plan *p, const vc_conv_args *a) {
     if (s > s_max) s = s_max;
   }
   if (p->ctx->deterministic) {
-    const int64_t by_memory = WR_SLICE_BYTES / (co * K * ci * 4);
+    const int64_t by_memory = WR_SLICE_BYTES / (sh.nv * co * K * ci * 4);
     if (s > by_memory) s = by_memory;
-    if (s > WR_MAX_SLICES) s = WR_MAX_SLICES;
+    if (s * sh.nv > WR_MAX_SLICES) s = WR_MAX_SLICES / sh.nv;
   }
   if (s < 1 || p->n_pairs == 0) s = 1;
   sh.nsplit = s;
-  sh.add = s > 1 && !p->ctx->deterministic;
+  sh.add = s * sh.nv > 1 && !p->ctx->deterministic;
   sh.blocks = p->n_pairs > 0 ? s * kt : 0;
   return sh;
 }
 
-/* The workspace: the fp32 dW (add) or the slices, then the bias gradient's partials. */
-static int64_t wr_slices(const wr_shape &sh) { return sh.add ? 1 : sh.nsplit; }
+/* The workspace: the fp32 dW (add) or the slices, tf32's bf16 split of dy and x, then the
+ * bias gradient's partials. */
+static int64_t wr_slices(const wr_shape &sh) { return sh.add ? 1 : sh.nsplit * sh.nv; }
 static size_t wr_part_bytes(const vc_plan *p, const vc_conv_args *a, const wr_shape &sh) {
   return (size_t)vc_round_up(wr_slices(sh) * a->out_channels * p->kvol * a->in_channels * 4, 256);
 }
+/* Bytes of one tensor's split (n rows of c hi values, then n of lo) */
+static int64_t wr_split_bytes(int64_t n, int64_t c) { return vc_round_up(2 * n * c * 2, 256); }
+static size_t wr_splits_bytes(const vc_plan *p, const vc_conv_args *a, const wr_shape &sh) {
+  return sh.nv == 1 ? 0
+                    : (size_t)(wr_split_bytes(p->n_out, a->out_channels) + wr_split_bytes(p->n_in, a->in_channels));
+}
 
 size_t vc_cuda_masked_wgrad_workspace(const vc_plan *p, const vc_conv_args *a) {
-  return wr_part_bytes(p, a, wr_shape_of(p, a)) + vc_cuda_column_sums_tmp_bytes(a->out_channels);
+  const wr_shape sh = wr_shape_of(p, a);
+  return wr_part_bytes(p, a, sh) + wr_splits_bytes(p, a, sh) + vc_cuda_column_sums_tmp_bytes(a->out_channels);
+}
+
+/* dst[0, n) = the bf16 hi parts of src's n values, dst[n, 2n) the lo parts (the tf32 split); n % 4
+ * == 0, both 16-byte aligned. hi truncates, so a finite value never rounds to infinity, and
+ * v - hi is exact; an infinite v's lo is 0 (not inf - inf), a NaN's lo NaN. */
+__global__ static void k_wr_split(const float *src, int64_t n, __nv_bfloat16 *dst) {
+  for (int64_t i = 4 * ((int64_t)blockIdx.x * blockDim.x + threadIdx.x); i < n; i += 4 * (int64_t)gridDim.x * blockDim.x) {
+    const float4 v = *(const float4 *)(src + i);
+    const float f[4] = {v.x, v.y, v.z, v.w};
+    __align__(8) __nv_bfloat16 hi[4], lo[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      hi[e] = __float2bfloat16_rz(f[e]);
+      lo[e] = __float2bfloat16_rn(isinf(f[e]) ? 0.0f : f[e] - __bfloat162float(hi[e]));
+    }
+    *(uint2 *)(dst + i) = *(const uint2 *)hi;
+    *(uint2 *)(dst + n + i) = *(const uint2 *)lo;
+  }
 }
 
 vc_status vc_cuda_masked_wgrad_run(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, const imp_args &args,
@@ -261,13 +303,27 @@ vc_status vc_cuda_masked_wgrad_run(vc_context *ctx, const vc_plan *p, const vc_c
   const int bn = wr_bn[sh.v];
   const int64_t n = q.co * q.K * q.ci;
   float *part = (float *)ws;
+  char *splits = (char *)ws + wr_part_bytes(p, a, sh);
   q.nsplit = (int)sh.nsplit;
+  const void *dy = args.a_src, *x = args.b_src, *dy_lo = NULL, *x_lo = NULL;
+  if (sh.nv == 3 && sh.blocks > 0) { /* tf32: dy and x as bf16 hi and lo rows */
+    const int64_t n_dy = p->n_out * q.co, n_x = p->n_in * q.ci;
+    __nv_bfloat16 *dy2 = (__nv_bfloat16 *)splits, *x2 = (__nv_bfloat16 *)(splits + wr_split_bytes(p->n_out, q.co));
+    k_wr_split<<<vc_grid(n_dy / 4), 256, 0, s>>>((const float *)args.a_src, n_dy, dy2);
+    k_wr_split<<<vc_grid(n_x / 4), 256, 0, s>>>((const float *)args.b_src, n_x, x2);
+    dy = dy2, x = x2, dy_lo = dy2 + n_dy, x_lo = x2 + n_x;
+    q.dt = VC_DTYPE_BF16;
+  }
+  /* no pairs: one zeroed slice */
+  const int64_t nsl = sh.blocks > 0 ? wr_slices(sh) : 1;
   if (sh.add || sh.blocks == 0) VC_CUDA_TRY(ctx, cudaMemsetAsync(part, 0, (size_t)n * 4, s));
-  if (sh.blocks > 0)
-    wr_kernels[sh.v][q.dt == VC_DTYPE_BF16]<<<(unsigned)sh.blocks, HP_THREADS(HP_NP(bn)), WR_SMEM(bn), s>>>(q, part,
-                                                                                                           sh.add);
-  vc_cuda_wgrad_finish(dw, (vc_dtype)q.dt, part, wr_slices(sh), n, db, q.a_src, p->n_out, q.co,
-                       (char *)ws + wr_part_bytes(p, a, sh), s);
+  for (int v = 0; v < sh.nv && sh.blocks > 0; v++) { /* the products: dy x, or hi hi, hi lo, lo hi */
+    q.a_src = v == 2 ? dy_lo : dy, q.b_src = v == 1 ? x_lo : x;
+    wr_kernels[sh.v][q.dt == VC_DTYPE_BF16]<<<(unsigned)sh.blocks, HP_THREADS(HP_NP(bn)), WR_SMEM(bn), s>>>(
+        q, part, sh.add, v * sh.nsplit);
+  }
+  vc_cuda_wgrad_finish(dw, a->dtype, part, nsl, n, db, args.a_src, p->n_out, q.co,
+                       splits + wr_splits_bytes(p, a, sh), s);
   VC_CUDA_TRY(ctx, cudaGetLastError());
   return VC_OK;
 }
