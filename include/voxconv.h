@@ -305,7 +305,7 @@ VC_API vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, cons
  * tiles to fill the device, it splits the reduction and its workspace holds the fp32
  * partials (vc_conv_workspace_size says how much; a workspace that is not 16-byte aligned
  * runs the call unsplit). Its backward-weight cuts every offset's pairs into chunks and, in
- * the wgmma kernel, adds the chunks' fp32 partials with reductions in L2 into
+ * the wgmma kernels, adds the chunks' fp32 partials with reductions in L2 into
  * an fp32 dW in the workspace (the order of those additions varies from run to run); in a
  * VOXCONV_DETERMINISTIC context it stores one partial slice per chunk and adds them in a
  * fixed order instead (fewer chunks, a larger workspace, somewhat slower). Forward and
