@@ -22,8 +22,9 @@
  * channels each.
  *
  * The chunks' fp32 partials meet in the workspace in one of two ways:
- *   - add: reductions (red.global.add.v2.f32, done in L2, the CTA does not wait) into one
- *     fp32 dW, then a conversion; the order of the additions varies from run to run;
+ *   - add: each consumer stages its fp32 tile in the (by then free) ring and one of its
+ *     threads adds it into one fp32 dW with TMA bulk reduce-adds (done in L2), then a
+ *     conversion; the order of the additions varies from run to run;
  *   - slices (a VOXCONV_DETERMINISTIC context, or S = 1): chunk c stores its partial to
  *     slice c and a second kernel adds the slices in chunk order: bitwise repeatable, S
  *     limited by the slices' memory.
@@ -39,8 +40,10 @@
  * 2^-10 truncation of each operand; bf16's rate is twice tf32's, so the three products
  * cost 1.5 tf32 GEMMs. */
 #include "../implicit.cuh"
-#include "../ptx/red.cuh"
+#include "../ptx/tma.cuh"
 #include "ring.cuh"
+
+#include <cudaTypedefs.h>
 
 #define WR_BM 128 /* output channels per CTA: two consumer warpgroups of 64 */
 #define WR_BK 64  /* pairs per stage */
@@ -57,9 +60,10 @@
 #define WR_IB_MAX WR_IB(2)
 
 /* p: a_src = dy, b_src = x, pin/pout/offsets, K, ci, co, nsplit (S, the chunks of each
- * offset); part: add ? the fp32 dW [co][K][ci] (zeroed) : the slices [..][co][K][ci], chunk
- * c's being slice0 + c. */
-__device__ static __forceinline__ void wr_body(const imp_args &p, float *part, const int add, const int64_t slice0,
+ * offset); part: add ? the fp32 dW [co][K][ci] (zeroed; dmap its tensor map, wr_dw_map) :
+ * the slices [..][co][K][ci], chunk c's being slice0 + c. */
+__device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensorMap *dmap, float *part, const int add,
+                                               const int64_t slice0,
                                                const int dt, const int bn, const int np) {
 #ifdef VC_SM90A
   const int st = WR_STAGES(bn), pt = 128 * np;
@@ -183,17 +187,42 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, float *part, c
     /* the fragment: row = output channel, column = input channel */
     const int64_t kci = (int64_t)p.K * p.ci;
     float *dst = part + (add ? 0 : (slice0 + chunk) * p.co * kci) + (int64_t)r * p.ci;
+    if (add) {
+      /* The tile goes through shared memory (the ring: free once both consumers' wgmma
+       * have retired) as bn / 32 boxes of 64 rows x 32 columns, 128-byte swizzled (a
+       * thread's two columns are 8 bytes of one 16-byte chunk); then one thread a
+       * consumer adds them to dW with TMA bulk reduce-adds, which skip the columns and rows
+       * past the tensor's ends. Red.v2 from registers was one 8-byte L2 reduction a
+       * thread per column pair and row. */
+      vc_named_barrier(3, 256);
+      const uint32_t stg = sA + cw * bn * 256;
 #pragma unroll
-    for (int j = 0; j < bn / 8; j++)
+      for (int j = 0; j < bn / 8; j++)
 #pragma unroll
-      for (int h = 0; h < 2; h++) {
-        const int64_t co = m0 + cw * 64 + warp * 16 + (lane >> 2) + 8 * h, ci = n0 + 8 * j + 2 * (lane & 3);
-        if (co < p.co && ci < p.ci) { /* ci % 8 == 0: both columns are inside */
-          float *d = dst + co * kci + ci;
-          if (add) vc_red_add_f32x2(d, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
-          else *(float2 *)d = make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+        for (int h = 0; h < 2; h++) {
+          const int row = warp * 16 + (lane >> 2) + 8 * h;
+          const uint32_t at = stg + j / 4 * 8192 + vc_sw(128, row, 2 * (j % 4) + ((lane & 3) >> 1)) + (lane & 1) * 8;
+          asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at), "f"(acc[4 * j + 2 * h]), "f"(acc[4 * j + 2 * h + 1])
+                       : "memory");
         }
+      vc_fence_proxy_async(); /* the stores (generic proxy), seen by the bulk copies */
+      if (cw == 0) vc_named_barrier(4, 128); /* constant ids: ptxas then reserves 6 barriers, not 16 */
+      else vc_named_barrier(5, 128);
+      if ((threadIdx.x & 127) == 0 && m0 + 64 * cw < p.co) {
+        for (int b = 0; b < bn / 32 && n0 + 32 * b < p.ci; b++)
+          vc_tma_reduce_add_3d(dmap, (int)n0 + 32 * b, r, (int)m0 + 64 * cw, stg + b * 8192);
+        vc_bulk_commit_wait_read();
       }
+    } else {
+#pragma unroll
+      for (int j = 0; j < bn / 8; j++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          const int64_t co = m0 + cw * 64 + warp * 16 + (lane >> 2) + 8 * h, ci = n0 + 8 * j + 2 * (lane & 3);
+          if (co < p.co && ci < p.ci) /* ci % 8 == 0: both columns are inside */
+            *(float2 *)(dst + co * kci + ci) = make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+        }
+    }
   }
 #else
   __trap();
@@ -201,9 +230,9 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, float *part, c
 }
 
 #define WR_KERNEL(name, dt, bn)                                                                                  \
-  __global__ void __launch_bounds__(HP_THREADS(HP_NP(bn)), 1) name(const imp_args p, float *part, int add,           \
-                                                                   int64_t slice0) {                                  \
-    wr_body(p, part, add, slice0, dt, bn, HP_NP(bn));                                                                     \
+  __global__ void __launch_bounds__(HP_THREADS(HP_NP(bn)), 1)                                                     \
+      name(const imp_args p, const __grid_constant__ CUtensorMap dmap, float *part, int add, int64_t slice0) {        \
+    wr_body(p, &dmap, part, add, slice0, dt, bn, HP_NP(bn));                                                        \
   }
 WR_KERNEL(k_wr_f16_64, VC_DTYPE_F16, 64)
 WR_KERNEL(k_wr_bf16_64, VC_DTYPE_BF16, 64)
@@ -212,7 +241,7 @@ WR_KERNEL(k_wr_bf16_128, VC_DTYPE_BF16, 128)
 WR_KERNEL(k_wr_f16_256, VC_DTYPE_F16, 256)
 WR_KERNEL(k_wr_bf16_256, VC_DTYPE_BF16, 256)
 
-typedef void (*wr_kernel)(const imp_args, float *, int, int64_t);
+typedef void (*wr_kernel)(const imp_args, const CUtensorMap, float *, int, int64_t);
 static const int wr_bn[3] = {64, 128, 256};
 static const wr_kernel wr_kernels[3][2] = {
     {k_wr_f16_64, k_wr_bf16_64}, {k_wr_f16_128, k_wr_bf16_128}, {k_wr_f16_256, k_wr_bf16_256}};
@@ -296,6 +325,20 @@ __global__ static void k_wr_split(const float *src, int64_t n, __nv_bfloat16 *ds
   }
 }
 
+/* The fp32 dW [co][K][ci] of the add form as dims {ci, K, co}: box {32, 1, 64}, one
+ * consumer's 64 rows of 32 columns, 128-byte swizzled. */
+static vc_status wr_dw_map(vc_context *ctx, const imp_args &q, float *dw, CUtensorMap *map) {
+  const cuuint64_t dims[3] = {(cuuint64_t)q.ci, (cuuint64_t)q.K, (cuuint64_t)q.co};
+  const cuuint64_t strides[2] = {dims[0] * 4, dims[0] * dims[1] * 4};
+  const cuuint32_t box[3] = {32, 1, 64}, elem[3] = {1, 1, 1};
+  const CUresult r = ((PFN_cuTensorMapEncodeTiled_v12000)vc_cuda(ctx)->encode_tiled)(
+      map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, dw, dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return vc_fail(ctx, VC_ERR_DEVICE, "voxconv: cuTensorMapEncodeTiled failed (CUresult %d)", (int)r);
+  return VC_OK;
+}
+
 vc_status vc_cuda_masked_wgrad_run(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, const imp_args &args,
                                    void *dw, void *db, void *ws, cudaStream_t s) {
   imp_args q = args;
@@ -317,10 +360,16 @@ vc_status vc_cuda_masked_wgrad_run(vc_context *ctx, const vc_plan *p, const vc_c
   /* no pairs: one zeroed slice */
   const int64_t nsl = sh.blocks > 0 ? wr_slices(sh) : 1;
   if (sh.add || sh.blocks == 0) VC_CUDA_TRY(ctx, cudaMemsetAsync(part, 0, (size_t)n * 4, s));
+  CUtensorMap dmap;
+  memset(&dmap, 0, sizeof dmap); /* unread by the slices form */
+  if (sh.add && sh.blocks > 0) {
+    const vc_status e = wr_dw_map(ctx, q, part, &dmap);
+    if (e != VC_OK) return e;
+  }
   for (int v = 0; v < sh.nv && sh.blocks > 0; v++) { /* the products: dy x, or hi hi, hi lo, lo hi */
     q.a_src = v == 2 ? dy_lo : dy, q.b_src = v == 1 ? x_lo : x;
     wr_kernels[sh.v][q.dt == VC_DTYPE_BF16]<<<(unsigned)sh.blocks, HP_THREADS(HP_NP(bn)), WR_SMEM(bn), s>>>(
-        q, part, sh.add, v * sh.nsplit);
+        q, dmap, part, sh.add, v * sh.nsplit);
   }
   vc_cuda_wgrad_finish(dw, a->dtype, part, nsl, n, db, args.a_src, p->n_out, q.co,
                        splits + wr_splits_bytes(p, a, sh), s);
