@@ -216,7 +216,7 @@ vc_status vc_cuda_masked_run(vc_context *ctx, const imp_args &q, int variant, vo
 vc_status vc_cuda_masked_init(vc_context *ctx);
 /* hopper/wgrad.cu: VC_ALGO_MASKED's backward-weight (dw, and db when not NULL) on sm_90a
  * devices, same conditions and a 16-byte aligned workspace (the fp32 dW, or in a
- * deterministic context the chunks' partial slices). */
+ * deterministic context the chunks' partial slices; tf32: also the bf16 split of x and dy). */
 size_t vc_cuda_masked_wgrad_workspace(const vc_plan *p, const vc_conv_args *a);
 vc_status vc_cuda_masked_wgrad_run(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, const imp_args &q,
                                    void *dw, void *db, void *ws, cudaStream_t s);

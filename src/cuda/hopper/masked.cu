@@ -1,7 +1,7 @@
 /* masked.cu — VC_ALGO_MASKED: the masked implicit GEMM on Hopper (sm_90a) for forward and
  * dgrad in f16, bf16 and tf32 (f32 storage, VC_MATH_TF32) on the fast path (channel counts
- * multiple of 8, 16-byte aligned operands and output); wgrad.cu is its 16-bit weight
- * gradient. Other shapes run the implicit kernels.
+ * multiple of 8, 16-byte aligned operands and output); wgrad.cu is its weight gradient.
+ * Other shapes run the implicit kernels.
  *
  * A tile is 128 output rows (taken in the plan's Gray-code order) by BN output columns (64,
  * 96, 128 or 256); its reduction loops over the union of its rows' active offsets times the
@@ -141,7 +141,9 @@ __device__ static __forceinline__ uint32_t mk_ahead_rows(const imp_args &p, int6
  * the tile's end get -1 by a plain store). Returns the offset count. */
 __device__ static __forceinline__ int mk_ahead_gtab(const imp_args &p, uint32_t m, const int32_t *rowid, int16_t *act,
                                                     int32_t *gtab, int tid, int pt) {
-  asm volatile("cp.async.wait_group 0;\n" ::: "memory"); /* this thread's rowid copy */
+  /* this thread's rowid copies (and the stage gathers before them, which that commit also
+   * closed: long landed by now) */
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
   if (tid < 32 && (m >> tid & 1)) act[__popc(m & ((1u << tid) - 1))] = (int16_t)tid;
   vc_named_barrier(2, pt); /* rowid and act are everyone's */
   const int na = __popc(m);

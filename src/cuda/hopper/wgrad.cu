@@ -21,14 +21,14 @@
  * operands are gathers), two consumer warpgroups issue m64nBNk16 wgmma over 64 output
  * channels each.
  *
- * The chunks' fp32 partials meet in the workspace in one of two ways:
+ * The chunks' fp32 partials meet in one of three ways:
  *   - add: each consumer stages its fp32 tile in the (by then free) ring and one of its
  *     threads adds it into one fp32 dW with TMA bulk reduce-adds (done in L2), then a
  *     conversion; the order of the additions varies from run to run;
- *   - slices (a VOXCONV_DETERMINISTIC context, or S = 1): chunk c stores its partial to
- *     slice c and a second kernel adds the slices in chunk order: bitwise repeatable, S
- *     limited by the slices' memory; with one slice (S = 1, 16-bit) the CTA converts and
- *     stores dW itself.
+ *   - slices (a VOXCONV_DETERMINISTIC context, or S x products = 1): chunk c stores its
+ *     partial to slice c and a second kernel adds the slices in chunk order: bitwise
+ *     repeatable, S limited by the slices' memory;
+ *   - direct (one slice: S = 1, 16-bit): the CTA converts and stores dW itself.
  *
  * tf32 (f32 storage, VC_MATH_TF32) runs the bf16 kernels three times over: tf32 wgmma takes
  * K-major operands only, and both of the wgrad's gathered operands are MN-major. So each f32
@@ -206,7 +206,8 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
         for (int h = 0; h < 2; h++) {
           const int row = warp * 16 + (lane >> 2) + 8 * h;
           const uint32_t at = stg + j / 4 * 8192 + vc_sw(128, row, 2 * (j % 4) + ((lane & 3) >> 1)) + (lane & 1) * 8;
-          asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at), "f"(acc[4 * j + 2 * h]), "f"(acc[4 * j + 2 * h + 1])
+          asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at), "f"(acc[4 * j + 2 * h]),
+                       "f"(acc[4 * j + 2 * h + 1])
                        : "memory");
         }
       vc_fence_proxy_async(); /* the stores (generic proxy), seen by the bulk copies */
@@ -316,11 +317,12 @@ size_t vc_cuda_masked_wgrad_workspace(const vc_plan *p, const vc_conv_args *a) {
   return wr_part_bytes(p, a, sh) + wr_splits_bytes(p, a, sh) + vc_cuda_column_sums_tmp_bytes(a->out_channels);
 }
 
-/* dst[0, n) = the bf16 hi parts of src's n values, dst[n, 2n) the lo parts (the tf32 split); n % 4
- * == 0, both 16-byte aligned. hi truncates, so a finite value never rounds to infinity, and
+/* dst[0, n) = the bf16 hi parts of src's n values, dst[n, 2n) the lo parts (the tf32
+ * split); n % 4 == 0, both 16-byte aligned. hi truncates, so a finite value never rounds to infinity, and
  * v - hi is exact; an infinite v's lo is 0 (not inf - inf), a NaN's lo NaN. */
 __global__ static void k_wr_split(const float *src, int64_t n, __nv_bfloat16 *dst) {
-  for (int64_t i = 4 * ((int64_t)blockIdx.x * blockDim.x + threadIdx.x); i < n; i += 4 * (int64_t)gridDim.x * blockDim.x) {
+  const int64_t step = 4 * (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = 4 * ((int64_t)blockIdx.x * blockDim.x + threadIdx.x); i < n; i += step) {
     const float4 v = *(const float4 *)(src + i);
     const float f[4] = {v.x, v.y, v.z, v.w};
     __align__(8) __nv_bfloat16 hi[4], lo[4];

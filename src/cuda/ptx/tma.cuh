@@ -1,6 +1,7 @@
 /* tma.cuh — the tensor memory accelerator (sm_90): a box of a tensor described by a
  * CUtensorMap (made on the host, passed as a __grid_constant__ kernel parameter) copied into
- * shared memory, swizzled as the map says, completing on an mbarrier. */
+ * shared memory, swizzled as the map says, completing on an mbarrier; or added from shared
+ * memory into the tensor, completing as a bulk group. */
 #ifndef VC_PTX_TMA_CUH
 #define VC_PTX_TMA_CUH
 
@@ -23,8 +24,8 @@ __device__ static inline void vc_tma_load_3d(uint32_t dst, const CUtensorMap *ma
  * land it), as one bulk-group operation of this thread; the source must be written and
  * fenced (fence.proxy.async) before, and stay until vc_bulk_commit_wait_read. */
 __device__ static inline void vc_tma_reduce_add_3d(const CUtensorMap *map, int c0, int c1, int c2, uint32_t src) {
-  asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [%0, {%1, %2, %3}], [%4];\n" ::"l"(
-                   (uint64_t)map),
+  asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group"
+               " [%0, {%1, %2, %3}], [%4];\n" ::"l"((uint64_t)map),
                "r"(c0), "r"(c1), "r"(c2), "r"(src)
                : "memory");
 }
