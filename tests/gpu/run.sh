@@ -121,7 +121,9 @@ sanitize() {
 }
 
 step_memcheck() { sanitize memcheck --leak-check full; }
-step_racecheck() { sanitize racecheck; }
+# cuBLAS's own split-K kernels (nvjet_*, the explicit f32 wgrad's GEMM) report shared-memory
+# races under racecheck that are not ours to fix; the library's kernels are all checked.
+step_racecheck() { sanitize racecheck --kernel-name-exclude kns=nvjet; }
 
 step_torch() {
   local status=0

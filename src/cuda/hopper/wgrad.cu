@@ -86,6 +86,7 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
   int64_t chunk, j0, j1;
   chunk_of(p, bid, &r, &chunk, &j0, &j1);
   const int64_t m0 = (int64_t)ct * WR_BM, n0 = (int64_t)nt * bn;
+  const bool co2 = p.co - m0 > 64; /* the tile's output channels reach its second 64 */
   if (form == WR_ADD && j1 <= j0) return; /* nothing to add (a slice, or dW, would need its zeros) */
   const int n_it = (int)((j1 - j0 + WR_BK - 1) / WR_BK);
 
@@ -167,9 +168,10 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
           const char *x_r = x + (uint64_t)(uint32_t)max(i4[h], 0) * x_pitch;
 #pragma unroll
           for (int w = 0; w < 2; w++)
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sA + s * WR_A_TILE + w * HP_ATOM + off),
-                         "l"(dy_r + (64 * w < co_left ? dy_off + 128 * w : 0)),
-                         "r"(valid && 64 * w < co_left ? 16 : 0));
+            if (w == 0 || co2) /* a tile of 64 output channels: the second atom is not read */
+              asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sA + s * WR_A_TILE + w * HP_ATOM + off),
+                           "l"(dy_r + (64 * w < co_left ? dy_off + 128 * w : 0)),
+                           "r"(valid && 64 * w < co_left ? 16 : 0));
 #pragma unroll
           for (int u = 0; u < bn / 64; u++)
             asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sB + s * WR_B_TILE(bn) + u * HP_ATOM + off),
@@ -188,7 +190,11 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
 #pragma unroll
     for (int i = 0; i < bn / 2; i++) acc[i] = 0.0f;
     hp_pos pos = {0, 0};
-    hp_consume(acc, ring, pos, n_it, st, WR_A_TILE, WR_B_TILE(bn), 128, cw * HP_ATOM, bn, dt, HP_MNMN, 0u, 0u, 1, 0);
+    /* Consumer 1 of a tile whose output channels end within the first 64 (C = 64 layers)
+     * skips every wgmma (one offset, never live, that never ends): its rows are zeros. */
+    const bool idle = cw == 1 && !co2;
+    hp_consume(acc, ring, pos, n_it, st, WR_A_TILE, WR_B_TILE(bn), 128, cw * HP_ATOM, bn, dt, HP_MNMN, idle ? 1u : 0u,
+               0u, idle ? 1 << 30 : 1, 0);
     /* the fragment: row = output channel, column = input channel */
     const int64_t kci = (int64_t)p.K * p.ci;
     if (form == WR_ADD) {
