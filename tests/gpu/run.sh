@@ -121,9 +121,7 @@ sanitize() {
 }
 
 step_memcheck() { sanitize memcheck --leak-check full; }
-# cuBLAS's own split-K kernels (nvjet_*, the explicit f32 wgrad's GEMM) report shared-memory
-# races under racecheck that are not ours to fix; the library's kernels are all checked.
-step_racecheck() { sanitize racecheck --kernel-name-exclude kns=nvjet; }
+step_racecheck() { sanitize racecheck; }
 
 step_torch() {
   local status=0
