@@ -8,6 +8,8 @@
 #include "cuda_internal.h"
 #include "dtype.cuh"
 
+#include <cuda.h>
+
 enum { MODE_FWD = 0, MODE_DGRAD = 1, MODE_WGRAD = 2 };
 
 /* Gather rows of the tile for up to this many active offsets are resolved once per tile
@@ -214,6 +216,12 @@ extern "C" vc_status vc_cuda_narrow_init(vc_context *ctx);
 size_t vc_cuda_masked_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int variant);
 vc_status vc_cuda_masked_run(vc_context *ctx, const imp_args &q, int variant, void *ws, cudaStream_t s);
 vc_status vc_cuda_masked_init(vc_context *ctx);
+/* A 3-dimensional tiled tensor map over addr (dims and box innermost first, the strides of
+ * dims 1 and 2 in bytes), one element a box step, by the encoder init fetched (masked.cu
+ * and wgrad.cu's maps); VC_ERR_DEVICE when the driver refuses it. */
+vc_status vc_cuda_tensor_map_3d(vc_context *ctx, CUtensorMap *map, CUtensorMapDataType type, const void *addr,
+                                const cuuint64_t dims[3], const cuuint64_t strides[2], const cuuint32_t box[3],
+                                CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2);
 /* hopper/wgrad.cu: VC_ALGO_MASKED's backward-weight (dw, and db when not NULL) on sm_90a
  * devices, same conditions and a 16-byte aligned workspace (the fp32 dW, or in a
  * deterministic context the chunks' partial slices; tf32: also the bf16 split of x and dy). */

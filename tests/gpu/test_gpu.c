@@ -787,8 +787,9 @@ static void test_masked_tiles(void) {
     free(coords);
   }
   /* A 5x5x5 submanifold conv on a dense cube: K = 125 takes the producers' offset list of
-   * several mask words, and tiles meeting more than GTAB_OFFSETS offsets read the gather
-   * table from the map, not from shared memory; both tile widths that apply, all passes. */
+   * several mask words, and tiles meeting more offsets than masked.cu's gather table holds
+   * read their gather rows from the map, not from shared memory; both tile widths that
+   * apply, all passes. */
   enum { SIDE = 11 };
   int32_t *cube = malloc((size_t)SIDE * SIDE * SIDE * 4 * sizeof *cube);
   for (int i = 0; i < SIDE * SIDE * SIDE; i++) {

@@ -40,6 +40,7 @@
  * alternatives: rounding the rows in shared memory cost 8-10 %, a rounded copy of a large
  * forward weight more). */
 #include "../implicit.cuh"
+#include "../ptx/cp_async.cuh"
 #include "../ptx/tma.cuh"
 #include "ring.cuh"
 
@@ -93,6 +94,11 @@ __device__ static __forceinline__ void mk_range(const imp_args &p, const mk_unit
   *it0 = min(n_it, w.split * per), *it1 = min(n_it, *it0 + per);
 }
 
+/* act[] = the offsets of mask word m, ascending: thread tid < 32 places offset tid. */
+__device__ static __forceinline__ void mk_place_offsets(uint32_t m, int16_t *act, int tid) {
+  if (tid < 32 && (m >> tid & 1)) act[__popc(m & ((1u << tid) - 1))] = (int16_t)tid;
+}
+
 /* The producers' tables of the unit whose rows start at m0, built in place: rowid, act (the
  * active offsets, ascending) and, for at most MK_GTAB of them, gtab (as tile_gtab). Returns
  * the offset count to every producer thread (tid of pt); ends with a named barrier, after
@@ -104,7 +110,7 @@ __device__ static __forceinline__ int mk_tables(const imp_args &p, int64_t m0, i
   int na;
   if (p.K <= 32) {
     const uint32_t m = tile_mask_word(p, m0, MK_BM, 0);
-    if (tid < 32 && (m >> tid & 1)) act[__popc(m & ((1u << tid) - 1))] = (int16_t)tid;
+    mk_place_offsets(m, act, tid);
     na = __popc(m);
     vc_named_barrier(2, pt);
   } else {
@@ -119,20 +125,15 @@ __device__ static __forceinline__ int mk_tables(const imp_args &p, int64_t m0, i
   return na;
 }
 
-/* 4-byte cp.async copy of *src to shared memory at dst. */
-__device__ static __forceinline__ void mk_copy4(int32_t *dst, const int32_t *src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(vc_smem_addr(dst)), "l"(src) : "memory");
-}
-
 /* Ahead, part 1 (at a unit's start): rowid of the unit at m0 (K <= 32), by cp.async copies
  * committed as one group; returns its mask word, loaded now, read in part 2. */
 __device__ static __forceinline__ uint32_t mk_ahead_rows(const imp_args &p, int64_t m0, int32_t *rowid, int tid) {
   if (tid < MK_BM) {
     if (m0 + tid >= p.rows) rowid[tid] = -1;
     else if (!p.order) rowid[tid] = (int32_t)(m0 + tid);
-    else mk_copy4(rowid + tid, p.order + m0 + tid);
+    else vc_cp_async4(rowid + tid, p.order + m0 + tid);
   }
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
+  vc_cp_async_commit();
   return tile_mask_word(p, m0, MK_BM, 0);
 }
 
@@ -143,8 +144,8 @@ __device__ static __forceinline__ int mk_ahead_gtab(const imp_args &p, uint32_t 
                                                     int32_t *gtab, int tid, int pt) {
   /* this thread's rowid copies (and the stage gathers before them, which that commit also
    * closed: long landed by now) */
-  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-  if (tid < 32 && (m >> tid & 1)) act[__popc(m & ((1u << tid) - 1))] = (int16_t)tid;
+  VC_CP_ASYNC_WAIT(0);
+  mk_place_offsets(m, act, tid);
   vc_named_barrier(2, pt); /* rowid and act are everyone's */
   const int na = __popc(m);
   if (na <= MK_GTAB)
@@ -152,9 +153,9 @@ __device__ static __forceinline__ int mk_ahead_gtab(const imp_args &p, uint32_t 
       const int r = i / na, a = i - r * na;
       int32_t *d = gtab + a * GTAB_STRIDE(MK_BM) + r;
       if (rowid[r] < 0) *d = -1;
-      else mk_copy4(d, p.tab + (int64_t)rowid[r] * p.K + act[a]);
+      else vc_cp_async4(d, p.tab + (int64_t)rowid[r] * p.K + act[a]);
     }
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
+  vc_cp_async_commit();
   return na;
 }
 #endif
@@ -266,7 +267,7 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
       g += n;
       /* the next unit's gather table has landed (this thread's copies; the barrier makes it
        * everyone's), and this unit's tables are free */
-      asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+      VC_CP_ASYNC_WAIT(0);
       vc_named_barrier(2, pt);
     }
     asm volatile("cp.async.wait_all;\n" ::: "memory"); /* exit with no copy in flight */
@@ -436,7 +437,6 @@ static size_t mk_split_bytes(const mk_shape &sh) {
  * of reduction values, kb-byte swizzled. 16-bit dgrad: w as {ci, K, co}, box {64, 1, bk}
  * lands as one 128-byte-swizzled MN-major atom, bk co rows of 64 ci. */
 static vc_status mk_tensor_map(vc_context *ctx, const imp_args &q, const void *w, int bn, CUtensorMap *map) {
-  vc_cuda_state *st = vc_cuda(ctx);
   const bool km = mk_b_kmajor(q.mode, q.dt);
   const cuuint64_t es = q.dt == VC_DTYPE_F32 ? 4 : 2;
   const cuuint64_t dims[3] = {(cuuint64_t)(km ? q.c_red : q.n_cols), (cuuint64_t)q.K,
@@ -444,11 +444,17 @@ static vc_status mk_tensor_map(vc_context *ctx, const imp_args &q, const void *w
   const cuuint64_t strides[2] = {dims[0] * es, dims[0] * dims[1] * es};
   const int kb = mk_kb(q.c_red, q.dt);
   const cuuint32_t box[3] = {(cuuint32_t)(km ? mk_bk(q.dt, kb) : 64), 1, (cuuint32_t)(km ? bn : mk_bk(q.dt, kb))};
+  return vc_cuda_tensor_map_3d(ctx, map, es == 4 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_UINT16, w,
+                               dims, strides, box, km && kb == 64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B,
+                               CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
+}
+
+vc_status vc_cuda_tensor_map_3d(vc_context *ctx, CUtensorMap *map, CUtensorMapDataType type, const void *addr,
+                                const cuuint64_t dims[3], const cuuint64_t strides[2], const cuuint32_t box[3],
+                                CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2) {
   const cuuint32_t elem[3] = {1, 1, 1};
-  const CUresult r = ((PFN_cuTensorMapEncodeTiled_v12000)st->encode_tiled)(
-      map, es == 4 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_UINT16, 3, (void *)w, dims, strides,
-      box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, km && kb == 64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B,
-      CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+  const CUresult r = ((PFN_cuTensorMapEncodeTiled_v12000)vc_cuda(ctx)->encode_tiled)(
+      map, type, 3, (void *)addr, dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, l2,
       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     return vc_fail(ctx, VC_ERR_DEVICE, "voxconv: cuTensorMapEncodeTiled failed (CUresult %d)", (int)r);

@@ -44,8 +44,6 @@
 #include "../ptx/tma.cuh"
 #include "ring.cuh"
 
-#include <cudaTypedefs.h>
-
 #define WR_BM 128 /* output channels per CTA: two consumer warpgroups of 64 */
 #define WR_BK 64  /* pairs per stage */
 #define WR_A_TILE (2 * HP_ATOM) /* a stage: 64 pairs x 128 output channels, two atoms */
@@ -324,8 +322,9 @@ size_t vc_cuda_masked_wgrad_workspace(const vc_plan *p, const vc_conv_args *a) {
 }
 
 /* dst[0, n) = the bf16 hi parts of src's n values, dst[n, 2n) the lo parts (the tf32
- * split); n % 4 == 0, both 16-byte aligned. hi truncates, so a finite value never rounds to infinity, and
- * v - hi is exact; an infinite v's lo is 0 (not inf - inf), a NaN's lo NaN. */
+ * split); n % 4 == 0, both 16-byte aligned. hi truncates, so a finite value never rounds
+ * to infinity, and v - hi is exact; an infinite v's lo is 0 (not inf - inf), a NaN's lo
+ * NaN. */
 __global__ static void k_wr_split(const float *src, int64_t n, __nv_bfloat16 *dst) {
   const int64_t step = 4 * (int64_t)gridDim.x * blockDim.x;
   for (int64_t i = 4 * ((int64_t)blockIdx.x * blockDim.x + threadIdx.x); i < n; i += step) {
@@ -347,13 +346,9 @@ __global__ static void k_wr_split(const float *src, int64_t n, __nv_bfloat16 *ds
 static vc_status wr_dw_map(vc_context *ctx, const imp_args &q, float *dw, CUtensorMap *map) {
   const cuuint64_t dims[3] = {(cuuint64_t)q.ci, (cuuint64_t)q.K, (cuuint64_t)q.co};
   const cuuint64_t strides[2] = {dims[0] * 4, dims[0] * dims[1] * 4};
-  const cuuint32_t box[3] = {32, 1, 64}, elem[3] = {1, 1, 1};
-  const CUresult r = ((PFN_cuTensorMapEncodeTiled_v12000)vc_cuda(ctx)->encode_tiled)(
-      map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, dw, dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
-      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    return vc_fail(ctx, VC_ERR_DEVICE, "voxconv: cuTensorMapEncodeTiled failed (CUresult %d)", (int)r);
-  return VC_OK;
+  const cuuint32_t box[3] = {32, 1, 64};
+  return vc_cuda_tensor_map_3d(ctx, map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, dw, dims, strides, box,
+                               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE);
 }
 
 vc_status vc_cuda_masked_wgrad_run(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, const imp_args &args,
