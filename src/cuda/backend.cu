@@ -50,13 +50,20 @@ static vc_status cuda_context_init(vc_context *ctx) {
       return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "vc_context_create: VOXCONV_MASKED_SPLIT = \"%s\"; use 1 to 16", sp);
     st->masked_split = (int)v;
   }
+  const char *wf = getenv("VOXCONV_MASKED_WGRAD");
+  if (wf && *wf) {
+    if (strcmp(wf, "pairs") && strcmp(wf, "rows"))
+      return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "vc_context_create: VOXCONV_MASKED_WGRAD = \"%s\"; use pairs or rows", wf);
+    st->masked_wgrad = wf[0] == 'r' ? VC_WR_ROWS : VC_WR_PAIRS;
+  }
   /* The tune key's device: a context whose candidates or tiles the environment changed
    * must not share cache entries with normal ones. */
-  char tag[64] = "";
+  char tag[128] = "";
   if (sm90 && !st->masked) snprintf(tag, sizeof tag, " [VOXCONV_WGMMA=0]");
   if (st->masked_bn) snprintf(tag + strlen(tag), sizeof tag - strlen(tag), " [VOXCONV_MASKED_BN=%d]", st->masked_bn);
   if (st->masked_split)
     snprintf(tag + strlen(tag), sizeof tag - strlen(tag), " [VOXCONV_MASKED_SPLIT=%d]", st->masked_split);
+  if (st->masked_wgrad) snprintf(tag + strlen(tag), sizeof tag - strlen(tag), " [VOXCONV_MASKED_WGRAD=%s]", wf);
   snprintf(st->name, sizeof st->name, "%s%s", prop.name, tag);
   cublasStatus_t b = cublasCreate(&st->blas);
   if (b != CUBLAS_STATUS_SUCCESS)
@@ -156,13 +163,14 @@ static bool cuda_deterministic(vc_algo algo, vc_pass pass) {
   return !(algo == VC_ALGO_IMPLICIT && pass == VC_PASS_BACKWARD_WEIGHT);
 }
 
-/* Variants: the masked forward and dgrad's tile shapes (masked.cu); none where the
- * environment fixes the shape or the masked kernels do not run this dtype. */
+/* Variants: the masked forward and dgrad's tile shapes (masked.cu), its wgrad's forms
+ * (wgrad.cu); none where the environment fixes them or the masked kernels do not run this
+ * dtype. */
 static int cuda_variants(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int out[]) {
   const vc_cuda_state *cs = vc_cuda(p->ctx);
-  if (a->algo != VC_ALGO_MASKED || pass == VC_PASS_BACKWARD_WEIGHT || !vc_cuda_masked_kernels(a) ||
-      cs->masked_bn || cs->masked_split)
-    return 0;
+  if (a->algo != VC_ALGO_MASKED || !vc_cuda_masked_kernels(a) || !cs->masked) return 0;
+  if (pass == VC_PASS_BACKWARD_WEIGHT) return cs->masked_wgrad ? 0 : vc_cuda_masked_wgrad_variants(p, a, out);
+  if (cs->masked_bn || cs->masked_split) return 0;
   return vc_cuda_masked_variants(p, a, pass, out);
 }
 

@@ -20,7 +20,8 @@ typedef struct vc_cuda_state {
   int n_sm;           /* multiprocessors: tile choices fill the device */
   int64_t l2_bytes;   /* L2 cache: the masked wgrad sizes its chunks so what runs at once fits */
   int masked_bn;      /* VOXCONV_MASKED_BN: the masked kernel's tile width, 0 = chosen per call */
-  int masked_split;   /* VOXCONV_MASKED_SPLIT: its forward/dgrad reduction splits, 0 = chosen */
+  int masked_split;   /* VOXCONV_MASKED_SPLIT: its reduction splits (wgrad: chunks), 0 = chosen */
+  int masked_wgrad;   /* VOXCONV_MASKED_WGRAD: its wgrad's form (VC_WR_PAIRS, VC_WR_ROWS), 0 = the variant's */
   void *encode_tiled; /* the driver's cuTensorMapEncodeTiled (sm_90: the masked algorithm's
                          TMA weight loads), NULL elsewhere */
 } vc_cuda_state;
@@ -96,8 +97,12 @@ static inline bool vc_cuda_masked_kernels(const vc_conv_args *a) {
   return a->dtype != VC_DTYPE_F32 || a->math == VC_MATH_TF32;
 }
 /* hopper/masked.cu: the tuner's tile shapes of the masked forward and dgrad for this call
- * (a variant encodes a tile width and a split count), and their names in the cache file. */
+ * (a variant encodes a tile width and a split count), and the names in the cache file of
+ * those and of the wgrad's forms (hopper/wgrad.cu: the variants VC_WR_PAIRS, VC_WR_ROWS,
+ * past every tile shape's). */
 int vc_cuda_masked_variants(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int out[]);
+enum { VC_WR_PAIRS = 1000, VC_WR_ROWS = 1001 };
+int vc_cuda_masked_wgrad_variants(const vc_plan *p, const vc_conv_args *a, int out[]);
 void vc_cuda_masked_variant_name(int variant, char buf[32]);
 int vc_cuda_masked_variant_parse(const char *name);
 vc_status vc_cuda_implicit_init(vc_context *ctx);

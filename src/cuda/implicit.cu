@@ -377,7 +377,7 @@ extern "C" size_t vc_cuda_implicit_workspace(const vc_plan *p, const vc_conv_arg
    * transposed weight); its wgrad split slices (and tf32's its bf16 split of x and dy) */
   const bool masked = a->algo == VC_ALGO_MASKED && vc_cuda(p->ctx)->masked && vc_cuda_masked_kernels(a);
   const size_t masked_ws = !masked                              ? 0
-                           : pass == VC_PASS_BACKWARD_WEIGHT ? vc_cuda_masked_wgrad_workspace(p, a)
+                           : pass == VC_PASS_BACKWARD_WEIGHT ? vc_cuda_masked_wgrad_workspace(p, a, variant)
                                                              : vc_cuda_masked_workspace(p, a, pass, variant);
   return own > masked_ws ? own : masked_ws;
 }
@@ -438,7 +438,8 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
     return vc_cuda_narrow_run(ctx, p, q, q.mode == MODE_WGRAD ? out1 : NULL, ws, s);
   }
   if (q.mode == MODE_WGRAD && use_masked && aligned16(ws)) {
-    return vc_cuda_masked_wgrad_run(ctx, p, a, q, out0, out1, ws, s);
+    q.order = cp->order, q.blk_mask = cp->blk_mask, q.tab = cp->nb; /* the rows form's */
+    return vc_cuda_masked_wgrad_run(ctx, p, a, q, variant, out0, out1, ws, s);
   } else if (q.mode == MODE_WGRAD) {
     VC_CUDA_TRY(ctx, cudaMemsetAsync(q.out, 0, (size_t)(q.co * q.K * q.ci) * sizeof(float), s));
     if (p->n_pairs > 0) {

@@ -510,10 +510,12 @@ extern "C" int vc_cuda_masked_variants(const vc_plan *p, const vc_conv_args *a, 
 }
 
 extern "C" void vc_cuda_masked_variant_name(int variant, char buf[32]) {
-  snprintf(buf, 32, "bn%d.split%d", mk_bn[(variant - 1) / 16 % MK_NBN], (variant - 1) % 16 + 1);
+  if (variant == VC_WR_PAIRS || variant == VC_WR_ROWS) snprintf(buf, 32, "%s", variant == VC_WR_ROWS ? "rows" : "pairs");
+  else snprintf(buf, 32, "bn%d.split%d", mk_bn[(variant - 1) / 16 % MK_NBN], (variant - 1) % 16 + 1);
 }
 
 extern "C" int vc_cuda_masked_variant_parse(const char *name) {
+  if (!strcmp(name, "pairs") || !strcmp(name, "rows")) return name[0] == 'r' ? VC_WR_ROWS : VC_WR_PAIRS;
   int bn = 0, sp = 0, end = 0;
   if (sscanf(name, "bn%d.split%d%n", &bn, &sp, &end) != 2 || name[end] || sp < 1 || sp > 16) return -1;
   for (int v = 0; v < MK_NBN; v++)

@@ -8,6 +8,14 @@
  * number S of chunks, chunk c holding the same share c/S .. (c+1)/S of each offset's list; a
  * CTA owns 128 output channels x BN input channels of one chunk; stages hold 64 pairs.
  *
+ * That is the pairs form. The rows form (a tuner variant, VC_WR_ROWS) reduces instead over
+ * the output rows in the plan's Gray-code order: offset r's stage is 64 consecutive rows of
+ * the order (one VC_ORDER_BLOCK), their dy rows and, through the forward's map, their x
+ * rows (zeros where a row has no neighbour at r); a chunk is a share of the blocks, and a
+ * CTA first lists the blocks of its chunk whose block mask holds r and runs only those. It
+ * reads no pair list, and the CTAs of a chunk read the same dy rows for every offset, but
+ * it multiplies the zero rows of the blocks it runs.
+ *
  * The CTAs run chunk-major: the ones in flight together hold the same share of every
  * offset's pairs. Within an offset the pairs ascend by output row, so on sites stored in a
  * spatial order they read about the same rows of dy, and of x around them; each row is read
@@ -25,8 +33,8 @@
  *   - add: each consumer stages its fp32 tile in the (by then free) ring and one of its
  *     threads adds it into one fp32 dW with TMA bulk reduce-adds (done in L2), then a
  *     conversion; the order of the additions varies from run to run;
- *   - slices (a VOXCONV_DETERMINISTIC context, or S x products = 1): chunk c stores its
- *     partial to slice c and a second kernel adds the slices in chunk order: bitwise
+ *   - slices (a VOXCONV_DETERMINISTIC context, or S x products = 1): product v's chunk c
+ *     stores its partial to slice v S + c and a second kernel adds the slices in order: bitwise
  *     repeatable, S limited by the slices' memory;
  *   - direct (one slice: S = 1, 16-bit): the CTA converts and stores dW itself.
  *
@@ -37,7 +45,8 @@
  * of x and of dy in the workspace, and dW = dy_hi x_hi + dy_hi x_lo + dy_lo x_hi: three
  * launches, one product each, whose partials meet in the workspace like the chunks (a
  * product index in the kernel held two more 64-bit pointers in the 56-register producers,
- * which spilled). The dropped dy_lo x_lo is below 2^-14 of a product, against tf32's
+ * which spilled; one launch reaching the lo rows by row offsets instead ran 1-2 % slower,
+ * bench/NOTES.md). The dropped dy_lo x_lo is below 2^-14 of a product, against tf32's
  * 2^-10 truncation of each operand; bf16's rate is twice tf32's, so the three products
  * cost 1.5 tf32 GEMMs. */
 #include "../implicit.cuh"
@@ -45,7 +54,10 @@
 #include "ring.cuh"
 
 #define WR_BM 128 /* output channels per CTA: two consumer warpgroups of 64 */
-#define WR_BK 64  /* pairs per stage */
+#define WR_BK 64  /* pairs (rows form: rows, one block of the order) per stage */
+#if WR_BK != VC_ORDER_BLOCK
+#error "the rows form's stage is one block of the order"
+#endif
 #define WR_A_TILE (2 * HP_ATOM) /* a stage: 64 pairs x 128 output channels, two atoms */
 #define WR_B_TILE(bn) ((bn) / 64 * HP_ATOM)
 #define WR_STAGES(bn) HP_STAGES(WR_A_TILE, WR_B_TILE(bn))
@@ -58,20 +70,81 @@
 #define WR_IB(np) (512 * (np))
 #define WR_IB_MAX WR_IB(2)
 
+/* rows: the 64-row blocks a chunk spans at most (its list of live blocks is in shared
+ * memory); the host raises S to keep within it. */
+#define WR_LIVE_MAX 2048
+
 /* How a CTA's partial leaves: added into the fp32 dW, stored as a slice, or stored as the
  * final dW in the storage dtype (one chunk and one product: each element has one writer). */
 enum { WR_SLICES, WR_ADD, WR_DIRECT };
 
-/* p: a_src = dy, b_src = x, pin/pout/offsets, K, ci, co, nsplit (S, the chunks of each
- * offset); out, by form: WR_ADD the fp32 dW [co][K][ci] (zeroed; dmap its tensor map,
- * wr_dw_map), WR_SLICES the fp32 slices [..][co][K][ci] (chunk c's: slice0 + c), WR_DIRECT
- * dW itself (dtype dt). */
+#ifdef VC_SM90A
+/* rows: live[] = the blocks b0 .. b1 - 1 (of 64 rows of the order) that meet offset r,
+ * ascending; returns their count. Every thread of the CTA calls it (cnt: a word a warp);
+ * b1 - b0 <= WR_LIVE_MAX. */
+__device__ static __forceinline__ int wr_live_blocks(const imp_args &p, int r, int64_t b0, int64_t b1, int32_t *live,
+                                                     int *cnt) {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5, W = (p.K + 31) / 32;
+  int total = 0;
+  for (int64_t base = b0; base < b1; base += blockDim.x) {
+    const int64_t b = base + tid;
+    const bool on = b < b1 && (!p.blk_mask || (p.blk_mask[b * W + r / 32] >> (r % 32) & 1u));
+    const uint32_t bal = __ballot_sync(~0u, on);
+    if (lane == 0) cnt[warp] = __popc(bal);
+    __syncthreads();
+    int before = total;
+    for (int w = 0; w < nw; w++) before += w < warp ? cnt[w] : 0, total += cnt[w];
+    if (on) live[before + __popc(bal & ((1u << lane) - 1))] = (int32_t)b;
+    __syncthreads(); /* cnt is rewritten next round; live is read after the last */
+  }
+  return total;
+}
+
+/* The (dy row, x row) of index-block entries pos0, pos0 + pt, .. (4 a thread) into no, ni;
+ * (-1, -1): a zero row pair. Pairs: entry j0 + pos of offset r's list, up to j1. Rows:
+ * entry pos is row pos % 64 of live block pos / 64 (the order's row m, when inside; its
+ * input row through offset r, when it has one). */
+__device__ static __forceinline__ void wr_fetch(const imp_args &p, const bool rows, const int r, const int64_t j0,
+                                                const int64_t j1, const int32_t *live, const int n_it, const int64_t pos0,
+                                                const int pt, int32_t *no, int32_t *ni) {
+  if (!rows) {
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      const int64_t j = j0 + pos0 + (int64_t)pt * e;
+      no[e] = j < j1 ? p.pout[j] : -1;
+      ni[e] = j < j1 ? p.pin[j] : -1;
+    }
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < 4; e++) { /* the output rows first: 4 loads in flight, then 4 more */
+    const int64_t pos = pos0 + (int64_t)pt * e, ls = pos / WR_BK;
+    const int64_t m = ls < n_it ? (int64_t)live[ls] * WR_BK + pos % WR_BK : p.rows;
+    no[e] = m < p.rows ? (p.order ? p.order[m] : (int32_t)m) : -1;
+  }
+#pragma unroll
+  for (int e = 0; e < 4; e++) {
+    const int32_t i = no[e] >= 0 ? p.tab[(int64_t)no[e] * p.K + r] : -1;
+    no[e] = i >= 0 ? no[e] : -1;
+    ni[e] = i;
+  }
+}
+#endif
+
+/* p: a_src = dy, b_src = x, K, ci, co, nsplit (S, the chunks of each offset); pairs:
+ * pin/pout/offsets; rows: rows (the output rows), order, blk_mask, tab (the forward's map).
+ * out, by form: WR_ADD the fp32 dW [co][K][ci] (zeroed; dmap its tensor map, wr_dw_map),
+ * WR_SLICES the fp32 slices [..][co][K][ci] (product v's chunk c: slice v S + c), WR_DIRECT
+ * dW itself (dtype dt). v: the product (tf32's split: 0 hi hi, 1 hi lo, 2 lo hi). */
 __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensorMap *dmap, void *out, const int form,
-                                               const int64_t slice0, const int dt, const int bn, const int np) {
+                                               const int v, const int dt, const int bn, const int np,
+                                               const bool rows) {
 #ifdef VC_SM90A
   const int st = WR_STAGES(bn), pt = 128 * np;
   extern __shared__ __align__(16) uint8_t wr_smem[];
   __shared__ int32_t wr_idx[2][2][WR_IB_MAX]; /* the producers' pair indices: [block half][pout, pin] */
+  __shared__ int32_t wr_live[WR_LIVE_MAX];    /* rows: the chunk's blocks that meet the offset */
+  __shared__ int wr_cnt[HP_THREADS(2) / 32];
   const int n_ci_t = (int)((p.ci + bn - 1) / bn), n_co_t = (int)((p.co + WR_BM - 1) / WR_BM);
   /* consecutive CTAs share a chunk: the same gathered rows, read once from L2 */
   int64_t bid = blockIdx.x;
@@ -82,11 +155,19 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
   /* then the offsets of one chunk, then the chunks */
   int r;
   int64_t chunk, j0, j1;
-  chunk_of(p, bid, &r, &chunk, &j0, &j1);
+  int n_it;
+  if (rows) {
+    r = (int)(bid % p.K), chunk = bid / p.K;
+    const int64_t nb = (p.rows + WR_BK - 1) / WR_BK;
+    j0 = chunk * nb / p.nsplit, j1 = (chunk + 1) * nb / p.nsplit; /* blocks of 64 rows */
+    n_it = wr_live_blocks(p, r, j0, j1, wr_live, wr_cnt);
+  } else {
+    chunk_of(p, bid, &r, &chunk, &j0, &j1);
+    n_it = (int)((j1 - j0 + WR_BK - 1) / WR_BK);
+  }
   const int64_t m0 = (int64_t)ct * WR_BM, n0 = (int64_t)nt * bn;
   const bool co2 = p.co - m0 > 64; /* the tile's output channels reach its second 64 */
-  if (form == WR_ADD && j1 <= j0) return; /* nothing to add (a slice, or dW, would need its zeros) */
-  const int n_it = (int)((j1 - j0 + WR_BK - 1) / WR_BK);
+  if (form == WR_ADD && n_it == 0) return; /* nothing to add (a slice, or dW, would need its zeros) */
 
   const hp_ring ring = hp_ring_init(wr_smem, st, WR_A_TILE, WR_B_TILE(bn), 128); /* one warpgroup's cp.async arrivals */
   const uint32_t sA = ring.a, sB = ring.b, full = ring.full, empty = ring.empty;
@@ -115,18 +196,10 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
      * scoreboard). */
     int32_t no[4], ni[4]; /* the next block: 4 pairs a thread */
     const int ib = WR_IB(np), sb = ib / WR_BK; /* pairs and stages of a block */
+    wr_fetch(p, rows, r, j0, j1, wr_live, n_it, tid, pt, no, ni);
 #pragma unroll
-    for (int e = 0; e < 4; e++) {
-      const int64_t j = j0 + tid + (int64_t)pt * e;
-      wr_idx[0][0][tid + pt * e] = j < j1 ? p.pout[j] : -1;
-      wr_idx[0][1][tid + pt * e] = j < j1 ? p.pin[j] : -1;
-    }
-#pragma unroll
-    for (int e = 0; e < 4; e++) {
-      const int64_t j = j0 + ib + tid + (int64_t)pt * e;
-      no[e] = j < j1 ? p.pout[j] : -1;
-      ni[e] = j < j1 ? p.pin[j] : -1;
-    }
+    for (int e = 0; e < 4; e++) wr_idx[0][0][tid + pt * e] = no[e], wr_idx[0][1][tid + pt * e] = ni[e];
+    wr_fetch(p, rows, r, j0, j1, wr_live, n_it, ib + tid, pt, no, ni);
     vc_named_barrier(2, pt);
     int s = grp, phase = 0; /* this warpgroup's first stage is stage grp (np <= st) */
     for (int blk = 0; blk * sb < n_it; blk++) {
@@ -140,13 +213,7 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
           wr_idx[half][1][tid + pt * e] = ni[e];
         }
         vc_named_barrier(2, pt);
-        const int64_t jb = j0 + (int64_t)(blk + 1) * ib;
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-          const int64_t j = jb + tid + (int64_t)pt * e;
-          no[e] = j < j1 ? p.pout[j] : -1;
-          ni[e] = j < j1 ? p.pin[j] : -1;
-        }
+        wr_fetch(p, rows, r, j0, j1, wr_live, n_it, (int64_t)(blk + 1) * ib + tid, pt, no, ni);
       }
       /* sb is a multiple of np, so every block's stages alternate the same way */
       for (int it = blk * sb + grp; it < min(n_it, (blk + 1) * sb); it += np) {
@@ -224,7 +291,7 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
       }
     } else {
       /* the slice's, or dW's, offset r */
-      const int64_t base = (form == WR_DIRECT ? 0 : (slice0 + chunk) * p.co * kci) + (int64_t)r * p.ci;
+      const int64_t base = (form == WR_DIRECT ? 0 : (v * (int64_t)p.nsplit + chunk) * p.co * kci) + (int64_t)r * p.ci;
 #pragma unroll
       for (int j = 0; j < bn / 8; j++)
 #pragma unroll
@@ -243,43 +310,56 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
 #endif
 }
 
-#define WR_KERNEL(name, dt, bn)                                                                                  \
+#define WR_KERNEL(name, dt, bn, rows)                                                                            \
   __global__ void __launch_bounds__(HP_THREADS(HP_NP(bn)), 1)                                                     \
-      name(const imp_args p, const __grid_constant__ CUtensorMap dmap, void *out, int form, int64_t slice0) {         \
-    wr_body(p, &dmap, out, form, slice0, dt, bn, HP_NP(bn));                                                        \
+      name(const imp_args p, const __grid_constant__ CUtensorMap dmap, void *out, int form, int v) {                \
+    wr_body(p, &dmap, out, form, v, dt, bn, HP_NP(bn), rows);                                                       \
   }
-WR_KERNEL(k_wr_f16_64, VC_DTYPE_F16, 64)
-WR_KERNEL(k_wr_bf16_64, VC_DTYPE_BF16, 64)
-WR_KERNEL(k_wr_f16_128, VC_DTYPE_F16, 128)
-WR_KERNEL(k_wr_bf16_128, VC_DTYPE_BF16, 128)
-WR_KERNEL(k_wr_f16_256, VC_DTYPE_F16, 256)
-WR_KERNEL(k_wr_bf16_256, VC_DTYPE_BF16, 256)
+WR_KERNEL(k_wr_f16_64, VC_DTYPE_F16, 64, false)
+WR_KERNEL(k_wr_bf16_64, VC_DTYPE_BF16, 64, false)
+WR_KERNEL(k_wr_f16_128, VC_DTYPE_F16, 128, false)
+WR_KERNEL(k_wr_bf16_128, VC_DTYPE_BF16, 128, false)
+WR_KERNEL(k_wr_f16_256, VC_DTYPE_F16, 256, false)
+WR_KERNEL(k_wr_bf16_256, VC_DTYPE_BF16, 256, false)
+WR_KERNEL(k_wr_rows_f16_64, VC_DTYPE_F16, 64, true)
+WR_KERNEL(k_wr_rows_bf16_64, VC_DTYPE_BF16, 64, true)
+WR_KERNEL(k_wr_rows_f16_128, VC_DTYPE_F16, 128, true)
+WR_KERNEL(k_wr_rows_bf16_128, VC_DTYPE_BF16, 128, true)
+WR_KERNEL(k_wr_rows_f16_256, VC_DTYPE_F16, 256, true)
+WR_KERNEL(k_wr_rows_bf16_256, VC_DTYPE_BF16, 256, true)
 
-typedef void (*wr_kernel)(const imp_args, const CUtensorMap, void *, int, int64_t);
+typedef void (*wr_kernel)(const imp_args, const CUtensorMap, void *, int, int);
 static const int wr_bn[3] = {64, 128, 256};
-static const wr_kernel wr_kernels[3][2] = {
-    {k_wr_f16_64, k_wr_bf16_64}, {k_wr_f16_128, k_wr_bf16_128}, {k_wr_f16_256, k_wr_bf16_256}};
+/* [pairs, rows][tile width][f16, bf16] */
+static const wr_kernel wr_kernels[2][3][2] = {
+    {{k_wr_f16_64, k_wr_bf16_64}, {k_wr_f16_128, k_wr_bf16_128}, {k_wr_f16_256, k_wr_bf16_256}},
+    {{k_wr_rows_f16_64, k_wr_rows_bf16_64}, {k_wr_rows_f16_128, k_wr_rows_bf16_128}, {k_wr_rows_f16_256, k_wr_rows_bf16_256}}};
 
-/* The tile width (VOXCONV_MASKED_BN's, else from the input channels), S and the form.
- * S (VOXCONV_MASKED_SPLIT's, else chosen): WR_UNITS_PER_SM CTAs a multiprocessor, and
- * enough chunks that the rows the CTAs in flight read (their chunk positions' share of x
- * and dy, plus one more position for the offsets' drift) fill at most half of L2; at most
- * one chunk a WR_MIN_CHUNK pairs an offset. The slices form (deterministic contexts) also
- * keeps its slices within WR_MAX_SLICES and WR_SLICE_BYTES. nv: the products (3: tf32's
- * split, a launch each). */
+/* The form (pairs or rows: VOXCONV_MASKED_WGRAD's, else the variant's, else pairs), the
+ * tile width (VOXCONV_MASKED_BN's, else from the input channels), S and how the partials
+ * meet. S (VOXCONV_MASKED_SPLIT's, else chosen): WR_UNITS_PER_SM CTAs a multiprocessor,
+ * and enough chunks that the rows the CTAs in flight read (their chunk positions' share of
+ * x and dy, plus one more position for the offsets' drift) fill at most half of L2; at
+ * most one chunk a WR_MIN_CHUNK pairs an offset (rows: WR_MIN_CHUNK rows). The rows form
+ * also needs S >= its blocks / WR_LIVE_MAX, and the slices form (deterministic contexts)
+ * keeps its slices within WR_MAX_SLICES and WR_SLICE_BYTES; where the two meet, pairs runs.
+ * nv: the products (3: tf32's split, a launch each). blocks: a launch's CTAs. */
 typedef struct wr_shape {
-  int v, add, nv;
+  int v, add, nv, rows;
   int64_t nsplit, blocks;
 } wr_shape;
 
-static wr_shape wr_shape_of(const vc_plan *p, const vc_conv_args *a) {
+static wr_shape wr_shape_form(const vc_plan *p, const vc_conv_args *a, const bool rows) {
   wr_shape sh;
   const vc_cuda_state *cs = vc_cuda(p->ctx);
-  const int64_t ci = a->in_channels, co = a->out_channels, K = p->kvol;
+  const int64_t ci = a->in_channels, co = a->out_channels, K = p->kvol, nb = (p->n_out + WR_BK - 1) / WR_BK;
   const int forced = cs->masked_bn;
   sh.v = forced ? (forced == 256 ? 2 : forced > 64 ? 1 : 0) : ci > 128 ? 2 : ci > 64 ? 1 : 0; /* 96: its 128 */
   sh.nv = a->dtype == VC_DTYPE_F32 ? 3 : 1;
-  const int64_t tiles = (co + WR_BM - 1) / WR_BM * ((ci + wr_bn[sh.v] - 1) / wr_bn[sh.v]), kt = K * tiles;
+  sh.rows = rows;
+  const int64_t tiles = (co + WR_BM - 1) / WR_BM * ((ci + wr_bn[sh.v] - 1) / wr_bn[sh.v]);
+  const int64_t kt = K * tiles; /* CTAs a chunk */
+  const int64_t s_min = rows ? (nb + WR_LIVE_MAX - 1) / WR_LIVE_MAX : 1;
   int64_t s = cs->masked_split;
   if (!s) {
     s = (WR_UNITS_PER_SM * cs->n_sm + kt - 1) / kt;
@@ -288,19 +368,26 @@ static wr_shape wr_shape_of(const vc_plan *p, const vc_conv_args *a) {
     const double in_flight = (double)cs->n_sm / (double)kt + 1.0; /* chunk positions */
     const double s_l2 = ceil(2.0 * bytes * in_flight / (double)(cs->l2_bytes > 0 ? cs->l2_bytes : 1));
     if ((double)s < s_l2) s = (int64_t)s_l2;
-    const int64_t s_max = p->n_pairs / (K * WR_MIN_CHUNK);
+    const int64_t s_max = rows ? nb / (WR_MIN_CHUNK / WR_BK) : p->n_pairs / (K * WR_MIN_CHUNK);
     if (s > s_max) s = s_max;
   }
+  if (s < s_min) s = s_min;
   if (p->ctx->deterministic) {
     const int64_t by_memory = WR_SLICE_BYTES / (sh.nv * co * K * ci * 4);
     if (s > by_memory) s = by_memory;
     if (s * sh.nv > WR_MAX_SLICES) s = WR_MAX_SLICES / sh.nv;
+    if (rows && s < s_min) return wr_shape_form(p, a, false);
   }
   if (s < 1 || p->n_pairs == 0) s = 1;
   sh.nsplit = s;
   sh.add = s * sh.nv > 1 && !p->ctx->deterministic;
   sh.blocks = p->n_pairs > 0 ? s * kt : 0;
   return sh;
+}
+
+static wr_shape wr_shape_of(const vc_plan *p, const vc_conv_args *a, int variant) {
+  const int env = vc_cuda(p->ctx)->masked_wgrad;
+  return wr_shape_form(p, a, env ? env == VC_WR_ROWS : variant == VC_WR_ROWS);
 }
 
 /* The workspace: the fp32 dW (add) or the slices, tf32's bf16 split of dy and x, then the
@@ -316,8 +403,8 @@ static size_t wr_splits_bytes(const vc_plan *p, const vc_conv_args *a, const wr_
                     : (size_t)(wr_split_bytes(p->n_out, a->out_channels) + wr_split_bytes(p->n_in, a->in_channels));
 }
 
-size_t vc_cuda_masked_wgrad_workspace(const vc_plan *p, const vc_conv_args *a) {
-  const wr_shape sh = wr_shape_of(p, a);
+size_t vc_cuda_masked_wgrad_workspace(const vc_plan *p, const vc_conv_args *a, int variant) {
+  const wr_shape sh = wr_shape_of(p, a, variant);
   return wr_part_bytes(p, a, sh) + wr_splits_bytes(p, a, sh) + vc_cuda_column_sums_tmp_bytes(a->out_channels);
 }
 
@@ -352,14 +439,15 @@ static vc_status wr_dw_map(vc_context *ctx, const imp_args &q, float *dw, CUtens
 }
 
 vc_status vc_cuda_masked_wgrad_run(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, const imp_args &args,
-                                   void *dw, void *db, void *ws, cudaStream_t s) {
+                                   int variant, void *dw, void *db, void *ws, cudaStream_t s) {
   imp_args q = args;
-  const wr_shape sh = wr_shape_of(p, a);
+  const wr_shape sh = wr_shape_of(p, a, variant);
   const int bn = wr_bn[sh.v];
   const int64_t n = q.co * q.K * q.ci;
   float *part = (float *)ws;
   char *splits = (char *)ws + wr_part_bytes(p, a, sh);
   q.nsplit = (int)sh.nsplit;
+  q.rows = p->n_out;
   const void *dy = args.a_src, *x = args.b_src, *dy_lo = NULL, *x_lo = NULL;
   if (sh.nv == 3 && sh.blocks > 0) { /* tf32: dy and x as bf16 hi and lo rows */
     const int64_t n_dy = p->n_out * q.co, n_x = p->n_in * q.ci;
@@ -384,8 +472,8 @@ vc_status vc_cuda_masked_wgrad_run(vc_context *ctx, const vc_plan *p, const vc_c
   }
   for (int v = 0; v < sh.nv && sh.blocks > 0; v++) { /* the products: dy x, or hi hi, hi lo, lo hi */
     q.a_src = v == 2 ? dy_lo : dy, q.b_src = v == 1 ? x_lo : x;
-    wr_kernels[sh.v][q.dt == VC_DTYPE_BF16]<<<(unsigned)sh.blocks, HP_THREADS(HP_NP(bn)), WR_SMEM(bn), s>>>(
-        q, dmap, direct ? dw : (void *)part, form, v * sh.nsplit);
+    wr_kernels[sh.rows][sh.v][q.dt == VC_DTYPE_BF16]<<<(unsigned)sh.blocks, HP_THREADS(HP_NP(bn)), WR_SMEM(bn), s>>>(
+        q, dmap, direct ? dw : (void *)part, form, v);
   }
   vc_cuda_wgrad_finish(dw, a->dtype, part, nsl, n, db, args.a_src, p->n_out, q.co,
                        splits + wr_splits_bytes(p, a, sh), s);
@@ -393,10 +481,19 @@ vc_status vc_cuda_masked_wgrad_run(vc_context *ctx, const vc_plan *p, const vc_c
   return VC_OK;
 }
 
+/* The forms the tuner races: pairs, and rows where it can run. */
+int vc_cuda_masked_wgrad_variants(const vc_plan *p, const vc_conv_args *a, int out[]) {
+  int n = 0;
+  out[n++] = VC_WR_PAIRS;
+  if (wr_shape_form(p, a, true).rows) out[n++] = VC_WR_ROWS;
+  return n;
+}
+
 vc_status vc_cuda_masked_wgrad_init(vc_context *ctx) {
-  for (int v = 0; v < 3; v++)
-    for (int d = 0; d < 2; d++)
-      VC_CUDA_TRY(ctx, cudaFuncSetAttribute(wr_kernels[v][d], cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            WR_SMEM(wr_bn[v])));
+  for (int f = 0; f < 2; f++)
+    for (int v = 0; v < 3; v++)
+      for (int d = 0; d < 2; d++)
+        VC_CUDA_TRY(ctx, cudaFuncSetAttribute(wr_kernels[f][v][d], cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              WR_SMEM(wr_bn[v])));
   return VC_OK;
 }
