@@ -36,7 +36,13 @@ typedef struct vc_cuda_plan {
                          (bit r: the row meets offset r) of each VC_ORDER_BLOCK consecutive
                          rows of `order` */
   int64_t *offsets_dev; /* [K+1] device copy of the plan's pair offsets */
+  int64_t *pair_start;  /* [K, ceil(n_out / VC_PAIR_ROWS)] the index of offset r's first pair
+                           whose output row is in row block b or past it (within an offset
+                           the pairs ascend by output row): wgrad chunks by row range */
 } vc_cuda_plan;
+
+/* Rows of a pair_start block (the pair kernels' rows a CTA). */
+#define VC_PAIR_ROWS 256
 
 /* Rows are sorted by mask within windows of this many rows: larger windows group masks
  * better (fewer offsets per tile), smaller ones keep the gathers local (L2 hits). The small

@@ -439,6 +439,7 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
   }
   if (q.mode == MODE_WGRAD && use_masked && aligned16(ws)) {
     q.order = cp->order, q.blk_mask = cp->blk_mask, q.tab = cp->nb; /* the rows form's */
+    q.pair_start = cp->pair_start;                                   /* chunks by row range */
     return vc_cuda_masked_wgrad_run(ctx, p, a, q, variant, out0, out1, ws, s);
   } else if (q.mode == MODE_WGRAD) {
     VC_CUDA_TRY(ctx, cudaMemsetAsync(q.out, 0, (size_t)(q.co * q.K * q.ci) * sizeof(float), s));

@@ -31,6 +31,7 @@ typedef struct imp_args {
   void *out;
   const int32_t *pin, *pout;
   const int64_t *offsets; /* device copy, wgrad */
+  const int64_t *pair_start; /* wgrad's chunks by row range (chunk_of), or NULL */
   int64_t split_len;
   int nsplit;
 } imp_args;
@@ -160,13 +161,22 @@ __device__ static __forceinline__ int32_t gather_row(const imp_args &p, const in
 }
 
 /* The chunk-major wgrads (hopper/wgrad.cu, narrow.cu): every offset's pair list is cut into
- * p.nsplit chunks, chunk c holding the share c/S .. (c+1)/S; unit u (offsets fastest) is
- * chunk *c of offset *r, pairs [*j0, *j1). */
+ * p.nsplit chunks; unit u (offsets fastest) is chunk *c of offset *r, pairs [*j0, *j1). With
+ * p.pair_start (and p.rows the output rows), chunk c holds the pairs whose output rows are
+ * in row blocks c/S .. (c+1)/S of the VC_PAIR_ROWS-row blocks: the same output rows for
+ * every offset, so the CTAs of a chunk read the same dy rows, and x rows around them. Else
+ * chunk c holds the share c/S .. (c+1)/S of each list. */
 __device__ static __forceinline__ void chunk_of(const imp_args &p, int64_t u, int *r, int64_t *c, int64_t *j0,
                                                 int64_t *j1) {
   *r = (int)(u % p.K), *c = u / p.K;
-  const int64_t lo = p.offsets[*r], nr = p.offsets[*r + 1] - lo;
-  *j0 = lo + *c * nr / p.nsplit, *j1 = lo + (*c + 1) * nr / p.nsplit;
+  const int64_t lo = p.offsets[*r], hi = p.offsets[*r + 1];
+  if (p.pair_start) {
+    const int64_t nb = (p.rows + VC_PAIR_ROWS - 1) / VC_PAIR_ROWS, b0 = *c * nb / p.nsplit, b1 = (*c + 1) * nb / p.nsplit;
+    const int64_t *st = p.pair_start + (int64_t)*r * nb;
+    *j0 = b0 < nb ? st[b0] : hi, *j1 = b1 < nb ? st[b1] : hi;
+  } else {
+    *j0 = lo + *c * (hi - lo) / p.nsplit, *j1 = lo + (*c + 1) * (hi - lo) / p.nsplit;
+  }
 }
 
 /* Per-tile shared state of the kernels (tile_setup fills it) and the setup call; `skips`:

@@ -144,7 +144,7 @@ __global__ static void k_inverse_neighbors(const int64_t *offsets, int K, const 
   }
 }
 
-#define PAIR_ROWS 256 /* rows per block of the row kernels (one thread per row) */
+#define PAIR_ROWS VC_PAIR_ROWS /* rows per block of the row kernels (one thread per row) */
 #define PAIR_COLS 32  /* offsets staged in shared memory at a time: one mask word */
 
 /* Stages nb[rows of block b, r0 .. r0+PAIR_COLS) in shared memory (rows past n_out read as
@@ -690,7 +690,8 @@ __global__ static void k_pair_offsets(const int64_t *start, const int32_t *cnt, 
     off[r] = r < K ? start[(int64_t)r * nblk] : start[nblk * K - 1] + cnt[nblk * K - 1];
 }
 
-/* Column counts -> p->offsets (host and cp->offsets_dev), p->pair_in, p->pair_out; also
+/* Column counts -> p->offsets (host and cp->offsets_dev), cp->pair_start (the counts'
+ * exclusive scan in (offset, row block) order), p->pair_in, p->pair_out; also
  * checks the input flags (flags[0..1] of hash_inputs, or ~0 for inverse plans) at this, the
  * build's synchronisation. cnt holds the counts of every (offset, row block) from the row
  * kernels. */
@@ -705,7 +706,8 @@ static vc_status compact_pairs(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, co
   TRY(plan_alloc(ctx, p, (void **)&cp->offsets_dev, (size_t)(K + 1) * sizeof(int64_t), s, "pair offsets"));
   if (nblk > 0) {
     void *tmp;
-    TRY(scratch_alloc(ctx, t, (void **)&start, (size_t)ncnt * sizeof(int64_t), "pair counts"));
+    TRY(plan_alloc(ctx, p, (void **)&cp->pair_start, (size_t)ncnt * sizeof(int64_t), s, "pair block starts"));
+    start = cp->pair_start;
     TRY(scratch_alloc(ctx, t, &tmp, vc_cuda_scan_tmp_bytes(ncnt), "pair counts"));
     vc_cuda_scan_exclusive(cnt, start, ncnt, tmp, s);
     k_pair_offsets<<<1, 128, 0, s>>>(start, cnt, nblk, K, cp->offsets_dev);
@@ -875,6 +877,7 @@ extern "C" void vc_cuda_plan_release(vc_plan *p) {
     cudaFree(cp->order);
     cudaFree(cp->blk_mask);
     cudaFree(cp->offsets_dev);
+    cudaFree(cp->pair_start);
     free(cp);
   }
 }
