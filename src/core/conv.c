@@ -160,5 +160,5 @@ vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, const vc_co
   const void *ptr[4] = {x, dy, dw, db};
   vc_status s = call_validate(ctx, p, args, VC_PASS_BACKWARD_WEIGHT, &a, &variant, ptr, ws, ws_bytes);
   if (s != VC_OK) return s;
-  return ctx->backend->backward_weight(ctx, p, &a, x, dy, dw, db, ws, ws_bytes, stream);
+  return ctx->backend->backward_weight(ctx, p, &a, variant, x, dy, dw, db, ws, ws_bytes, stream);
 }

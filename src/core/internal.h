@@ -193,7 +193,7 @@ struct vc_backend {
   vc_status (*backward_data)(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, int variant,
                              const void *dy, const void *w, void *dx, void *ws,
                              size_t ws_bytes, void *stream);
-  vc_status (*backward_weight)(vc_context *ctx, const vc_plan *p, const vc_conv_args *a,
+  vc_status (*backward_weight)(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, int variant,
                                const void *x, const void *dy, void *dw, void *db, void *ws,
                                size_t ws_bytes, void *stream);
   /* Algorithm choice (tune.c). Every function below receives a resolved a->algo where it

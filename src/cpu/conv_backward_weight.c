@@ -45,9 +45,9 @@ static void backward_weight_explicit(const vc_plan *p, const vc_conv_args *a, co
   if (!f32) vc_cpu_from_f32(dw, a->dtype, acc, co * K * ci);
 }
 
-vc_status vc_cpu_backward_weight(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, const void *x,
+vc_status vc_cpu_backward_weight(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, int variant, const void *x,
                                  const void *dy, void *dw, void *db, void *ws, size_t ws_bytes, void *stream) {
-  (void)ctx, (void)ws_bytes, (void)stream;
+  (void)ctx, (void)variant, (void)ws_bytes, (void)stream;
   void *part[VC_WS_MAX_PARTS];
   vc_cpu_pass_begin(p, a, VC_PASS_BACKWARD_WEIGHT, ws, part);
   if (a->algo == VC_ALGO_REFERENCE)

@@ -67,7 +67,7 @@ vc_status vc_cpu_forward(vc_context *ctx, const vc_plan *p, const vc_conv_args *
                          const void *w, const void *bias, void *y, void *ws, size_t ws_bytes, void *stream);
 vc_status vc_cpu_backward_data(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, int variant, const void *dy,
                                const void *w, void *dx, void *ws, size_t ws_bytes, void *stream);
-vc_status vc_cpu_backward_weight(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, const void *x,
+vc_status vc_cpu_backward_weight(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, int variant, const void *x,
                                  const void *dy, void *dw, void *db, void *ws, size_t ws_bytes,
                                  void *stream);
 

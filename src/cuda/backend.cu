@@ -127,9 +127,10 @@ static vc_status cuda_backward_data(vc_context *ctx, const vc_plan *p, const vc_
   return run(ctx, p, a, variant, VC_PASS_BACKWARD_DATA, dy, w, NULL, dx, NULL, ws, stream);
 }
 
-static vc_status cuda_backward_weight(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, const void *x,
-                                      const void *dy, void *dw, void *db, void *ws, size_t ws_bytes, void *stream) {
-  return run(ctx, p, a, 0, VC_PASS_BACKWARD_WEIGHT, x, dy, NULL, dw, db, ws, stream);
+static vc_status cuda_backward_weight(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, int variant,
+                                      const void *x, const void *dy, void *dw, void *db, void *ws, size_t ws_bytes,
+                                      void *stream) {
+  return run(ctx, p, a, variant, VC_PASS_BACKWARD_WEIGHT, x, dy, NULL, dw, db, ws, stream);
 }
 
 /* masked exists on sm_90 devices only; where its kernels do not apply (f32, channels off

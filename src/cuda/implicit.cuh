@@ -235,8 +235,9 @@ vc_status vc_cuda_tensor_map_3d(vc_context *ctx, CUtensorMap *map, CUtensorMapDa
 /* hopper/wgrad.cu: VC_ALGO_MASKED's backward-weight (dw, and db when not NULL) on sm_90a
  * devices, same conditions and a 16-byte aligned workspace (the fp32 dW, or in a
  * deterministic context the chunks' partial slices; tf32: also the bf16 split of x and dy).
- * variant: VC_WR_PAIRS or VC_WR_ROWS, 0 = pairs; q: the wgrad's arguments plus the
- * forward's order, blk_mask and tab (the rows form's). */
+ * variant: VC_WR_PAIRS or VC_WR_ROWS, else pairs; q: the wgrad's arguments plus the
+ * forward's order, blk_mask and tab (the rows form's) and the plan's pair_start (the pairs
+ * form's chunks). */
 size_t vc_cuda_masked_wgrad_workspace(const vc_plan *p, const vc_conv_args *a, int variant);
 vc_status vc_cuda_masked_wgrad_run(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, const imp_args &q,
                                    int variant, void *dw, void *db, void *ws, cudaStream_t s);

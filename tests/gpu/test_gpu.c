@@ -700,8 +700,8 @@ static bool subm_setup(plan_pair *pp, conv_data *cd, vc_context *gctx, int64_t n
 }
 
 /* All three passes of cd on pp's GPU plan with VC_ALGO_MASKED (tf32 math for f32 storage)
- * against the reference, in ctx, whose configuration cfg (BN, split, deterministic; as
- * below) names the runs. */
+ * against the reference, in ctx, whose configuration cfg (BN, split, deterministic, the
+ * wgrad's form; as below) names the runs. */
 static void masked_passes(vc_context *ctx, const plan_pair *pp, conv_data *cd, const char *const cfg[4]) {
   for (int pass = 0; pass < 3; pass++) {
     vc_conv_args a = cd->args;
@@ -724,7 +724,7 @@ static void masked_passes(vc_context *ctx, const plan_pair *pp, conv_data *cd, c
  * strided plan in f16, bf16 and tf32, with enough rows and channels for several row and
  * column tiles and reduction tails, and both stage depths (64-byte stages where the
  * reduction's channels fit in 64 bytes: the forward of 24 channels in f16 and of 16 in f16
- * and tf32; 128-byte ones elsewhere, with half-full last chunks); and bad values of both
+ * and tf32; 128-byte ones elsewhere, with half-full last chunks); and bad values of the three
  * variables refused with their messages; and a dense 5x5x5 case (below). */
 static void test_masked_tiles(void) {
   if (!g_has_masked) {

@@ -393,7 +393,8 @@ static mk_shape mk_shape_of(const vc_cuda_state *cs, int64_t rows, int64_t n_col
                             bool can_split, int variant) {
   mk_shape sh;
   const int64_t row_tiles = (rows + MK_BM - 1) / MK_BM;
-  if (variant > 0) {
+  /* a tile variant; anything else (a cache line naming a wgrad form here) is chosen per call */
+  if (variant > 0 && variant <= MK_VARIANT(MK_NBN - 1, 16)) {
     sh.v = (variant - 1) / 16, sh.nsplit = can_split ? (variant - 1) % 16 + 1 : 1;
     sh.tiles = mk_tiles(row_tiles, n_cols, sh.v);
     return sh;

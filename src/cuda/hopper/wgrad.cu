@@ -318,18 +318,16 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
       name(const imp_args p, const __grid_constant__ CUtensorMap dmap, void *out, int form, int v) {                \
     wr_body(p, &dmap, out, form, v, dt, bn, HP_NP(bn), rows);                                                       \
   }
-WR_KERNEL(k_wr_f16_64, VC_DTYPE_F16, 64, false)
-WR_KERNEL(k_wr_bf16_64, VC_DTYPE_BF16, 64, false)
-WR_KERNEL(k_wr_f16_128, VC_DTYPE_F16, 128, false)
-WR_KERNEL(k_wr_bf16_128, VC_DTYPE_BF16, 128, false)
-WR_KERNEL(k_wr_f16_256, VC_DTYPE_F16, 256, false)
-WR_KERNEL(k_wr_bf16_256, VC_DTYPE_BF16, 256, false)
-WR_KERNEL(k_wr_rows_f16_64, VC_DTYPE_F16, 64, true)
-WR_KERNEL(k_wr_rows_bf16_64, VC_DTYPE_BF16, 64, true)
-WR_KERNEL(k_wr_rows_f16_128, VC_DTYPE_F16, 128, true)
-WR_KERNEL(k_wr_rows_bf16_128, VC_DTYPE_BF16, 128, true)
-WR_KERNEL(k_wr_rows_f16_256, VC_DTYPE_F16, 256, true)
-WR_KERNEL(k_wr_rows_bf16_256, VC_DTYPE_BF16, 256, true)
+/* a form's six kernels: f16 and bf16 at each tile width */
+#define WR_KERNELS(form, rows)                                                                                   \
+  WR_KERNEL(k_wr##form##f16_64, VC_DTYPE_F16, 64, rows)                                                           \
+  WR_KERNEL(k_wr##form##bf16_64, VC_DTYPE_BF16, 64, rows)                                                         \
+  WR_KERNEL(k_wr##form##f16_128, VC_DTYPE_F16, 128, rows)                                                         \
+  WR_KERNEL(k_wr##form##bf16_128, VC_DTYPE_BF16, 128, rows)                                                       \
+  WR_KERNEL(k_wr##form##f16_256, VC_DTYPE_F16, 256, rows)                                                         \
+  WR_KERNEL(k_wr##form##bf16_256, VC_DTYPE_BF16, 256, rows)
+WR_KERNELS(_, false)
+WR_KERNELS(_rows_, true)
 
 typedef void (*wr_kernel)(const imp_args, const CUtensorMap, void *, int, int);
 static const int wr_bn[3] = {64, 128, 256};
@@ -342,8 +340,10 @@ static const wr_kernel wr_kernels[2][3][2] = {
  * tile width (VOXCONV_MASKED_BN's, else from the input channels), S and how the partials
  * meet. S (VOXCONV_MASKED_SPLIT's, else chosen): WR_UNITS_PER_SM CTAs a multiprocessor,
  * and enough chunks that the rows the CTAs in flight read (their chunk positions' share of
- * x and dy, plus one more position for the offsets' drift) fill at most half of L2; at
- * most one chunk a WR_MIN_CHUNK pairs an offset (rows: WR_MIN_CHUNK rows). The rows form
+ * x and dy, plus one more position: the x rows around a chunk's, and the CTAs finishing
+ * the previous one) fill at most half of L2 (a quarter, all and twice it measured no
+ * better, bench/NOTES.md); at most one chunk a WR_MIN_CHUNK pairs an offset (rows:
+ * WR_MIN_CHUNK rows) and, for pairs, a 256-row block. The rows form
  * also needs S >= its blocks / WR_LIVE_MAX, and the slices form (deterministic contexts)
  * keeps its slices within WR_MAX_SLICES and WR_SLICE_BYTES; where the two meet, pairs runs.
  * nv: the products (3: tf32's split, a launch each). blocks: a launch's CTAs. */
