@@ -282,8 +282,8 @@ VC_API vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, cons
  *     VOXCONV_MASKED_WGRAD when set, so such contexts keep entries apart from normal ones.
  *     A line is "key algo[/variant]": the variant is the algorithm's shape the tuner picked
  *     (masked forward and dgrad: "bn128.split2", tile width and reduction splits; masked
- *     backward-weight: "pairs" or "rows", the form); lines that do not parse are skipped,
- *     and a variant of another pass is chosen per call;
+ *     backward-weight: "pairs" or "rows", the form); lines that do not parse, a variant
+ *     the key's pass does not have among them, are skipped;
  *  4. the shipped table: the same entries, measured for the suites of bench/ on the GPUs
  *     it names (an H100 SXM), so a first run there does not pay the tuning; the cache
  *     file overrides them;

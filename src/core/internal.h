@@ -207,9 +207,9 @@ struct vc_backend {
    * anywhere. */
   int (*variants)(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int out[]);
   /* A variant's name in the cache file ("bn128.split2": letters, digits and dots), and back
-   * (-1 for a name that is no variant). NULL when `variants` is. */
+   * (-1 for a name that is no variant of this pass). NULL when `variants` is. */
   void (*variant_name)(int variant, char buf[32]);
-  int (*variant_parse)(const char *name);
+  int (*variant_parse)(vc_pass pass, const char *name);
   /* Milliseconds of one pass for each of the n candidate choices (ms[i] for cand[i]), on
    * one set of random data: the median of 5 runs after a warm-up (allocates, synchronises).
    * NULL when `algos` never lists two tunable candidates: vc_conv_tune times nothing then. */

@@ -48,13 +48,20 @@ static void choice_name(const vc_backend *be, vc_choice c, char buf[64]) {
   snprintf(buf, 64, "%s%s%s", algo_names[c.algo], v[0] ? "/" : "", v);
 }
 
-static bool parse_choice(const vc_backend *be, char *s, vc_choice *out) {
+/* The choice s of a line whose key is `key`: a variant must be one of the key's pass. */
+static bool parse_choice(const vc_backend *be, const char *key, char *s, vc_choice *out) {
   char *slash = strchr(s, '/');
   if (slash) *slash = 0;
   out->variant = 0;
   if (!parse_algo(s, &out->algo)) return false;
   if (!slash) return true;
-  out->variant = be->variant_parse ? be->variant_parse(slash + 1) : -1;
+  int pass = -1;
+  char field[32];
+  for (int i = 0; i < 3 && pass < 0; i++) {
+    snprintf(field, sizeof field, "|%s|", pass_names[i]);
+    if (strstr(key, field)) pass = i;
+  }
+  out->variant = be->variant_parse && pass >= 0 ? be->variant_parse((vc_pass)pass, slash + 1) : -1;
   return out->variant > 0;
 }
 
@@ -122,7 +129,7 @@ static void cache_line(vc_context *ctx, char *line, bool to_file) {
   if (!sp) return;
   *sp = 0;
   sp[1 + strcspn(sp + 1, "\r\n")] = 0;
-  if (strlen(line) < sizeof ctx->tune[0].key && parse_choice(ctx->backend, sp + 1, &c)) cache_put(ctx, line, c, to_file);
+  if (strlen(line) < sizeof ctx->tune[0].key && parse_choice(ctx->backend, line, sp + 1, &c)) cache_put(ctx, line, c, to_file);
 }
 
 /* The environment, the shipped table's entries for this device and the cache file (which

@@ -52,9 +52,9 @@ static vc_status cuda_context_init(vc_context *ctx) {
   }
   const char *wf = getenv("VOXCONV_MASKED_WGRAD");
   if (wf && *wf) {
-    if (strcmp(wf, "pairs") && strcmp(wf, "rows"))
+    st->masked_wgrad = vc_cuda_masked_variant_parse(VC_PASS_BACKWARD_WEIGHT, wf); /* the cache file's names */
+    if (st->masked_wgrad <= 0)
       return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "vc_context_create: VOXCONV_MASKED_WGRAD = \"%s\"; use pairs or rows", wf);
-    st->masked_wgrad = wf[0] == 'r' ? VC_WR_ROWS : VC_WR_PAIRS;
   }
   /* The tune key's device: a context whose candidates or tiles the environment changed
    * must not share cache entries with normal ones. */

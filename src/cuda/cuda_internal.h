@@ -110,7 +110,7 @@ int vc_cuda_masked_variants(const vc_plan *p, const vc_conv_args *a, vc_pass pas
 enum { VC_WR_PAIRS = 1000, VC_WR_ROWS = 1001 };
 int vc_cuda_masked_wgrad_variants(const vc_plan *p, const vc_conv_args *a, int out[]);
 void vc_cuda_masked_variant_name(int variant, char buf[32]);
-int vc_cuda_masked_variant_parse(const char *name);
+int vc_cuda_masked_variant_parse(vc_pass pass, const char *name);
 vc_status vc_cuda_implicit_init(vc_context *ctx);
 /* Kernel tables over the storage types index them f16, bf16, f32. */
 static inline int vc_cuda_dt_index(int dt) { return dt == VC_DTYPE_F16 ? 0 : dt == VC_DTYPE_BF16 ? 1 : 2; }

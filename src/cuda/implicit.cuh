@@ -53,12 +53,14 @@ typedef struct tile_pos {
 /* The pieces of a fwd/dgrad tile's setup, for threads tid, tid + nthr, ... of the caller's
  * choosing (tile_setup: the whole block; masked.cu: its producers). */
 
-/* rowid[i] = row m0 + i of `order` (the identity without one), -1 past the rows. */
+/* Row m of `order` (the identity without one), -1 past the rows. */
+__device__ static __forceinline__ int32_t order_row(const imp_args &p, int64_t m) {
+  return m < p.rows ? (p.order ? p.order[m] : (int32_t)m) : -1;
+}
+
+/* rowid[i] = order_row(m0 + i). */
 __device__ static __forceinline__ void tile_rows(const imp_args &p, int64_t m0, int bm, int32_t *rowid, int tid, int nthr) {
-  for (int i = tid; i < bm; i += nthr) {
-    const int64_t m = m0 + i;
-    rowid[i] = m < p.rows ? (p.order ? p.order[m] : (int32_t)m) : -1;
-  }
+  for (int i = tid; i < bm; i += nthr) rowid[i] = order_row(p, m0 + i);
 }
 
 /* Word wd of the union of the offsets that rows [m0, m0 + bm) of `order` meet, from the
@@ -147,10 +149,15 @@ __device__ static __forceinline__ tile_pos tile_setup(const imp_args &p, int bm,
   return t;
 }
 
-/* The input row that tile row m meets through map column col, read from the map (-1: no
- * neighbour, or m past the rows). */
+/* The input row that row `row` meets through map column col, read from the map (-1: no
+ * neighbour, or row -1). */
+__device__ static __forceinline__ int32_t tab_row(const imp_args &p, int32_t row, int col) {
+  return row >= 0 ? p.tab[(int64_t)row * p.K + col] : -1;
+}
+
+/* The same for tile row m. */
 __device__ static __forceinline__ int32_t map_row(const imp_args &p, const int32_t *rowid, int col, int m) {
-  return rowid[m] >= 0 ? p.tab[(int64_t)rowid[m] * p.K + col] : -1;
+  return tab_row(p, rowid[m], col);
 }
 
 /* The input row that tile row m meets through the a-th active offset (column col). */

@@ -393,8 +393,7 @@ static mk_shape mk_shape_of(const vc_cuda_state *cs, int64_t rows, int64_t n_col
                             bool can_split, int variant) {
   mk_shape sh;
   const int64_t row_tiles = (rows + MK_BM - 1) / MK_BM;
-  /* a tile variant; anything else (a cache line naming a wgrad form here) is chosen per call */
-  if (variant > 0 && variant <= MK_VARIANT(MK_NBN - 1, 16)) {
+  if (variant > 0) {
     sh.v = (variant - 1) / 16, sh.nsplit = can_split ? (variant - 1) % 16 + 1 : 1;
     sh.tiles = mk_tiles(row_tiles, n_cols, sh.v);
     return sh;
@@ -515,8 +514,8 @@ extern "C" void vc_cuda_masked_variant_name(int variant, char buf[32]) {
   else snprintf(buf, 32, "bn%d.split%d", mk_bn[(variant - 1) / 16 % MK_NBN], (variant - 1) % 16 + 1);
 }
 
-extern "C" int vc_cuda_masked_variant_parse(const char *name) {
-  if (!strcmp(name, "pairs") || !strcmp(name, "rows")) return name[0] == 'r' ? VC_WR_ROWS : VC_WR_PAIRS;
+extern "C" int vc_cuda_masked_variant_parse(vc_pass pass, const char *name) {
+  if (pass == VC_PASS_BACKWARD_WEIGHT) return !strcmp(name, "pairs") ? VC_WR_PAIRS : !strcmp(name, "rows") ? VC_WR_ROWS : -1;
   int bn = 0, sp = 0, end = 0;
   if (sscanf(name, "bn%d.split%d%n", &bn, &sp, &end) != 2 || name[end] || sp < 1 || sp > 16) return -1;
   for (int v = 0; v < MK_NBN; v++)

@@ -122,12 +122,11 @@ __device__ static __forceinline__ void wr_fetch(const imp_args &p, const bool ro
 #pragma unroll
   for (int e = 0; e < 4; e++) { /* the output rows first: 4 loads in flight, then 4 more */
     const int64_t pos = pos0 + (int64_t)pt * e, ls = pos / WR_BK;
-    const int64_t m = ls < n_it ? (int64_t)live[ls] * WR_BK + pos % WR_BK : p.rows;
-    no[e] = m < p.rows ? (p.order ? p.order[m] : (int32_t)m) : -1;
+    no[e] = order_row(p, ls < n_it ? (int64_t)live[ls] * WR_BK + pos % WR_BK : p.rows);
   }
 #pragma unroll
   for (int e = 0; e < 4; e++) {
-    const int32_t i = no[e] >= 0 ? p.tab[(int64_t)no[e] * p.K + r] : -1;
+    const int32_t i = tab_row(p, no[e], r);
     no[e] = i >= 0 ? no[e] : -1;
     ni[e] = i;
   }
