@@ -48,7 +48,7 @@
  * of x and of dy in the workspace, and dW = dy_hi x_hi + dy_hi x_lo + dy_lo x_hi: three
  * launches, one product each, whose partials meet in the workspace like the chunks (a
  * product index in the kernel held two more 64-bit pointers in the 56-register producers,
- * which spilled; one launch reaching the lo rows by row offsets instead ran 1-2 % slower,
+ * which spilled; one launch reaching the lo rows by row offsets instead ran 0.5-3 % slower,
  * bench/NOTES.md). The dropped dy_lo x_lo is below 2^-14 of a product, against tf32's
  * 2^-10 truncation of each operand; bf16's rate is twice tf32's, so the three products
  * cost 1.5 tf32 GEMMs. */
