@@ -390,6 +390,11 @@ __global__ static void k_reverse(const int32_t *nb, int64_t n_out, int K, int32_
   }
 }
 
+/* Where each offset's bit of mask word 0 goes in the sort key: pos[r] for r < min(K, 32). */
+typedef struct order_bits {
+  uint8_t pos[32];
+} order_bits;
+
 /* Gray-code rank: the integer whose reflected Gray code is m, so rows whose masks differ in
  * one offset sit next to each other. */
 __device__ static inline uint32_t gray_rank(uint32_t m) {
@@ -419,8 +424,16 @@ static_assert(VC_ORDER_WINDOW <= 1 << ORDER_POS_BITS && VC_ORDER_WINDOW_SMALL <=
               "window positions fit the key's low bits");
 static_assert(VC_ORDER_WINDOW / ORDER_ITEMS <= 32 * ORDER_MAX_WARPS, "one thread per ORDER_ITEMS keys");
 
+/* Row mask word m with offset r's bit moved to ob.pos[r]. */
+__device__ static __forceinline__ uint32_t order_key_mask(uint32_t m, const order_bits &ob) {
+  uint32_t k = 0;
+#pragma unroll
+  for (int r = 0; r < 32; r++) k |= (m >> r & 1u) << ob.pos[r];
+  return k;
+}
+
 __device__ static __forceinline__ void order_window(const uint32_t *mask, int64_t n_out, int W, int bits,
-                                                    int32_t *order, const int window) {
+                                                    order_bits ob, int32_t *order, const int window) {
   const int threads = window / ORDER_ITEMS;
   extern __shared__ uint64_t key[];
   uint32_t *cnt = (uint32_t *)(key + ORDER_PAD(window));
@@ -430,7 +443,8 @@ __device__ static __forceinline__ void order_window(const uint32_t *mask, int64_
   /* rows past n_out get all-ones keys: the largest, and already last */
   for (int i = t; i < window; i += threads)
     key[ORDER_PAD(i)] =
-        base + i < n_out ? ((uint64_t)gray_rank(mask[(base + i) * W]) << ORDER_POS_BITS) | (uint32_t)i : ~0ull;
+        base + i < n_out ? ((uint64_t)gray_rank(order_key_mask(mask[(base + i) * W], ob)) << ORDER_POS_BITS) | (uint32_t)i
+                         : ~0ull;
   __syncthreads();
   for (int shift = ORDER_POS_BITS; shift < ORDER_POS_BITS + bits; shift += 4) {
     uint64_t k[ORDER_ITEMS];
@@ -486,8 +500,8 @@ __device__ static __forceinline__ void order_window(const uint32_t *mask, int64_
 
 #define ORDER_KERNEL(name, window)                                                                                 \
   __global__ static void __launch_bounds__((window) / ORDER_ITEMS)                                                 \
-      name(const uint32_t *mask, int64_t n_out, int W, int bits, int32_t *order) {                                 \
-    order_window(mask, n_out, W, bits, order, window);                                                             \
+      name(const uint32_t *mask, int64_t n_out, int W, int bits, order_bits ob, int32_t *order) {                  \
+    order_window(mask, n_out, W, bits, ob, order, window);                                                         \
   }
 ORDER_KERNEL(k_order, VC_ORDER_WINDOW)
 ORDER_KERNEL(k_order_small, VC_ORDER_WINDOW_SMALL)
@@ -732,6 +746,28 @@ static vc_status compact_pairs(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, co
   return VC_OK;
 }
 
+/* The sort key's bit for each offset of mask word 0: the more evenly an offset splits the
+ * rows (its pair count nearest n_out / 2), the higher its bit, ties to the lower offset; the
+ * rest (beyond bit 32) keep their place. The radix sort then parts the rows first on the
+ * offsets they differ on most, and a run of rows shares the rarely-split ones: on the
+ * suite S shells the 64-row unions (the masked kernels' issued MMAs) shrink by 3-4 % at
+ * RES 32-128 against the offsets in index order (bench/NOTES.md, session 15). */
+static order_bits order_bits_of(const vc_plan *p) {
+  order_bits ob;
+  const int kw = p->kvol < 32 ? p->kvol : 32;
+  int64_t d[32];
+  for (int r = 0; r < 32; r++) {
+    const int64_t c = r < kw ? p->offsets[r + 1] - p->offsets[r] : 0;
+    d[r] = 2 * c > p->n_out ? 2 * c - p->n_out : p->n_out - 2 * c;
+  }
+  for (int r = 0; r < 32; r++) {
+    int above = 0; /* offsets of word 0 placed above r */
+    for (int q = 0; q < kw; q++) above += q != r && (d[q] < d[r] || (d[q] == d[r] && q < r));
+    ob.pos[r] = (uint8_t)(r < kw ? kw - 1 - above : r);
+  }
+  return ob;
+}
+
 /* Gray order and block masks from the row masks (W words a row), and (non-submanifold) the
  * reverse table. */
 static vc_status encodings(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const uint32_t *rmask, int W, cudaStream_t s) {
@@ -743,8 +779,8 @@ static vc_status encodings(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const 
     const int bits = (min(K, 32) + 3) / 4 * 4; /* the Gray rank of mask word 0 */
     const int window = vc_cuda(ctx)->order_window;
     (window == VC_ORDER_WINDOW ? k_order : k_order_small)<<<(unsigned)((n + window - 1) / window),
-                                                           window / ORDER_ITEMS, ORDER_SMEM(window), s>>>(rmask, n, W,
-                                                                                                       bits, cp->order);
+                                                           window / ORDER_ITEMS, ORDER_SMEM(window), s>>>(
+        rmask, n, W, bits, order_bits_of(p), cp->order);
     k_block_masks<<<vc_grid(nblk * W), 256, 0, s>>>(rmask, cp->order, n, W, cp->blk_mask);
   }
   if (p->desc.kind != VC_CONV_SUBMANIFOLD) {
