@@ -35,6 +35,10 @@ typedef struct vc_cuda_plan {
   uint32_t *blk_mask; /* [ceil(n_out / VC_ORDER_BLOCK), ceil(K / 32)] union of the row masks
                          (bit r: the row meets offset r) of each VC_ORDER_BLOCK consecutive
                          rows of `order` */
+  int32_t *tile_order; /* [ceil(n_out / VC_TILE_ROWS)] the tiles of VC_TILE_ROWS consecutive
+                          rows of `order`, by the offsets their rows meet, most first (ties in
+                          tile order): the masked kernels deal their units out in this order;
+                          NULL where the tiles exceed VC_TILE_ORDER_ROUNDS rounds of the grid */
   int64_t *offsets_dev; /* [K+1] device copy of the plan's pair offsets */
   int64_t *pair_start;  /* [K, ceil(n_out / VC_PAIR_ROWS)] the index of offset r's first pair
                            whose output row is in row block b or past it (within an offset
@@ -50,6 +54,13 @@ typedef struct vc_cuda_plan {
 #define VC_ORDER_WINDOW 16384
 #define VC_ORDER_WINDOW_SMALL 8192
 #define VC_ORDER_BLOCK 64   /* granularity of the per-block active-offset lists */
+#define VC_TILE_ROWS 128    /* rows of a masked forward / dgrad tile (tile_order) */
+/* The masked kernels deal a call's units by tile_order where they make at most this many
+ * rounds of one a multiprocessor, else in row order: with many rounds the busiest
+ * multiprocessor's excess is a small share, and the gathers of tiles in row order hit L2
+ * more (suite S RES 512, 61 rounds: 6 % slower by tile_order; RES 64 and 128, 4 and 8
+ * rounds: 11 % and 5 % faster; bench/NOTES.md). */
+#define VC_TILE_ORDER_ROUNDS 16
 
 static inline vc_cuda_state *vc_cuda(vc_context *ctx) { return (vc_cuda_state *)ctx->backend_state; }
 static inline const vc_cuda_plan *vc_cuda_plan_of(const vc_plan *p) { return (const vc_cuda_plan *)p->backend_data; }

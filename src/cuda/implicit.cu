@@ -407,12 +407,13 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
   imp_args q = imp_shape(p, a, pass);
   q.w = in1;
   if (q.mode == MODE_FWD) {
-    q.order = cp->order, q.blk_mask = cp->blk_mask, q.tab = cp->nb;
+    q.order = cp->order, q.blk_mask = cp->blk_mask, q.tile_order = cp->tile_order, q.tab = cp->nb;
     q.a_src = in0, q.bias = in2, q.out = out0;
   } else if (q.mode == MODE_DGRAD) {
     /* Submanifold: nb[q, K-1-r] is the output that input q meets through offset r, and the
      * input side shares the output side's order and masks. */
     q.order = subm ? cp->order : NULL, q.blk_mask = subm ? cp->blk_mask : NULL;
+    q.tile_order = subm ? cp->tile_order : NULL;
     q.tab = subm ? cp->nb : cp->nbt, q.flip = subm;
     q.a_src = in0, q.out = out0;
   } else {

@@ -9,7 +9,7 @@
  *      lookup), with the row masks and per-block pair counts;
  *   4. pairs grouped by offset, ascending by output row, through one prefix sum;
  *   5. encodings for the fused kernels: Gray order within windows, per-block active
- *      offsets, the reverse table for dgrad. */
+ *      offsets, the tiles by their active offsets, the reverse table for dgrad. */
 #include "cuda_internal.h"
 
 #include <stdlib.h>
@@ -517,6 +517,63 @@ __global__ static void k_block_masks(const uint32_t *mask, const int32_t *order,
   }
 }
 
+/* tord = the VC_TILE_ROWS-row tiles by the count of offsets their rows meet (from the block
+ * masks), descending, ties in tile order: a stable counting sort in one block of
+ * TORD_THREADS, a chunk of TORD_THREADS tiles at a time (rank among equal counts: earlier
+ * warps' counts, then earlier lanes of the warp). Counts from TORD_BINS - 1 up share a bin. */
+#define TORD_THREADS 1024
+#define TORD_BINS 128
+#define TORD_PER (VC_TILE_ROWS / VC_ORDER_BLOCK) /* order blocks a tile */
+static_assert(VC_TILE_ROWS % VC_ORDER_BLOCK == 0, "a tile is whole order blocks");
+
+/* The bin of tile i of nblk order blocks: the most offsets, bin 0. */
+__device__ static inline int tord_bin(const uint32_t *blk, int64_t nblk, int W, int64_t i) {
+  int c = 0;
+  for (int w = 0; w < W; w++) {
+    uint32_t m = 0;
+    for (int64_t b = i * TORD_PER; b < min(nblk, (i + 1) * TORD_PER); b++) m |= blk[b * W + w];
+    c += __popc(m);
+  }
+  return TORD_BINS - 1 - min(c, TORD_BINS - 1);
+}
+
+__global__ static void __launch_bounds__(TORD_THREADS)
+    k_tile_order(const uint32_t *blk, int64_t n_out, int W, int32_t *tord) {
+  __shared__ uint32_t start[TORD_BINS];                   /* the bin's next place */
+  __shared__ uint32_t wpos[TORD_THREADS / 32][TORD_BINS]; /* a chunk's count, then place, by warp and bin */
+  const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+  const int64_t nblk = (n_out + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK, tiles = (nblk + TORD_PER - 1) / TORD_PER;
+  for (int b = t; b < TORD_BINS; b += TORD_THREADS) start[b] = 0;
+  __syncthreads();
+  for (int64_t i = t; i < tiles; i += TORD_THREADS) atomicAdd(&start[tord_bin(blk, nblk, W, i)], 1u);
+  __syncthreads();
+  if (t == 0)
+    for (uint32_t b = 0, run = 0; b < TORD_BINS; b++) {
+      const uint32_t c = start[b];
+      start[b] = run, run += c;
+    }
+  for (int64_t c0 = 0; c0 < tiles; c0 += TORD_THREADS) {
+    for (int i = t; i < TORD_THREADS / 32 * TORD_BINS; i += TORD_THREADS) wpos[i / TORD_BINS][i % TORD_BINS] = 0;
+    __syncthreads(); /* also: start is written (first chunk), the last chunk's places are read */
+    const int64_t i = c0 + t;
+    const int b = i < tiles ? tord_bin(blk, nblk, W, i) : -1;
+    const uint32_t peers = __match_any_sync(0xffffffffu, b), rank = __popc(peers & ((1u << lane) - 1));
+    if (b >= 0 && rank == 0) wpos[warp][b] = __popc(peers);
+    __syncthreads();
+    for (int bb = t; bb < TORD_BINS; bb += TORD_THREADS) {
+      uint32_t run = start[bb];
+      for (int w = 0; w < TORD_THREADS / 32; w++) {
+        const uint32_t c = wpos[w][bb];
+        wpos[w][bb] = run, run += c;
+      }
+      start[bb] = run;
+    }
+    __syncthreads();
+    if (b >= 0) tord[wpos[warp][b] + rank] = (int32_t)i;
+    __syncthreads(); /* wpos read before the next chunk clears it */
+  }
+}
+
 /* ---- host side ------------------------------------------------------------------------- */
 
 #define TRY(call)                                                                                                      \
@@ -775,6 +832,9 @@ static vc_status encodings(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const 
   const int64_t n = p->n_out, nblk = (n + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK;
   TRY(plan_alloc(ctx, p, (void **)&cp->order, (size_t)n * sizeof(int32_t), s, "the row order"));
   TRY(plan_alloc(ctx, p, (void **)&cp->blk_mask, (size_t)nblk * W * sizeof(uint32_t), s, "block masks"));
+  const int64_t tiles = (n + VC_TILE_ROWS - 1) / VC_TILE_ROWS;
+  if (tiles <= (int64_t)VC_TILE_ORDER_ROUNDS * vc_cuda(ctx)->n_sm) /* else no call deals by it */
+    TRY(plan_alloc(ctx, p, (void **)&cp->tile_order, (size_t)tiles * sizeof(int32_t), s, "the tile order"));
   if (n > 0) {
     const int bits = (min(K, 32) + 3) / 4 * 4; /* the Gray rank of mask word 0 */
     const int window = vc_cuda(ctx)->order_window;
@@ -782,6 +842,7 @@ static vc_status encodings(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const 
                                                            window / ORDER_ITEMS, ORDER_SMEM(window), s>>>(
         rmask, n, W, bits, order_bits_of(p), cp->order);
     k_block_masks<<<vc_grid(nblk * W), 256, 0, s>>>(rmask, cp->order, n, W, cp->blk_mask);
+    if (cp->tile_order) k_tile_order<<<1, TORD_THREADS, 0, s>>>(cp->blk_mask, n, W, cp->tile_order);
   }
   if (p->desc.kind != VC_CONV_SUBMANIFOLD) {
     TRY(plan_alloc(ctx, p, (void **)&cp->nbt, (size_t)p->n_in * K * sizeof(int32_t), s, "the reverse kernel map"));
@@ -912,6 +973,7 @@ extern "C" void vc_cuda_plan_release(vc_plan *p) {
     cudaFree(cp->nbt);
     cudaFree(cp->order);
     cudaFree(cp->blk_mask);
+    cudaFree(cp->tile_order);
     cudaFree(cp->offsets_dev);
     cudaFree(cp->pair_start);
     free(cp);

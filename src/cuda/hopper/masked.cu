@@ -11,7 +11,7 @@
  * be too small.
  *
  * Persistent and warp-specialised (roles and stage ring in ring.cuh): one CTA a
- * multiprocessor walks the units blockIdx.x, + gridDim.x, ...
+ * multiprocessor runs the units mk_unit_at deals it, the tiles with the most stages first
  *   - the producers (registers cut to 56 a thread) build each unit's tables (its rows, active
  *     offsets and their gather rows) while they issue the previous unit's stages (K <= 32),
  *     and each producer warpgroup, taking every np-th stage, gathers the stage's 128 A rows
@@ -47,7 +47,7 @@
 #include <cudaTypedefs.h>
 #include <stdio.h>
 
-#define MK_BM 128
+#define MK_BM VC_TILE_ROWS /* 128 */
 #define MK_A_TILE(kb) (MK_BM * (kb))
 /* B: K-major, bn rows of kb bytes; MN-major (16-bit dgrad), ceil(bn / 64) atoms of kb / 2
  * rows of 128 bytes (64 values) */
@@ -81,11 +81,26 @@ typedef struct mk_unit {
   int split;
 } mk_unit;
 
+/* Unit u: split u % nsplit of the (u / nsplit)-th tile, the row tiles taken in the plan's
+ * tile_order (most active offsets first) and each one's column tiles in turn. */
 __device__ static __forceinline__ mk_unit mk_unit_of(const imp_args &p, int64_t u, int bn) {
   mk_unit w;
-  w.tile = u / p.nsplit, w.split = (int)(u % p.nsplit);
-  w.m0 = w.tile / p.n_tiles * MK_BM, w.n0 = w.tile % p.n_tiles * bn;
+  const int64_t t = u / p.nsplit, n = t % p.n_tiles, m = p.tile_order ? p.tile_order[t / p.n_tiles] : t / p.n_tiles;
+  w.split = (int)(u % p.nsplit), w.tile = m * p.n_tiles + n;
+  w.m0 = m * MK_BM, w.n0 = n * bn;
   return w;
+}
+
+/* The unit of this CTA's k-th round, or -1 past the last: the grid deals rounds of
+ * gridDim.x units, to the CTAs in order in even rounds and in reverse in odd ones. The
+ * units come most offsets (stages) first, so a CTA dealt a long one in one round is dealt
+ * a short one in the next; only the last round can leave a CTA without a unit. On the
+ * suite S shells, taking a unit's time as its tile's offset count plus one, the busiest
+ * multiprocessor's share falls from 1.25x the mean (units in row order, blockIdx.x +
+ * gridDim.x k) to 1.10x at RES 64, and from 1.19x to 1.04x at RES 128 (bench/NOTES.md). */
+__device__ static __forceinline__ int64_t mk_unit_at(int64_t k, int64_t units) {
+  const int64_t g = gridDim.x, u = k * g + (k & 1 ? g - 1 - blockIdx.x : blockIdx.x);
+  return u < units ? u : -1;
 }
 
 /* The unit's stage range [it0, it1) of the tile's n_it stages. */
@@ -212,13 +227,14 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
      * 32, build theirs in place. */
     int na = 0; /* the unit's active offsets */
     int ub = 0; /* its table buffer */
-    for (int64_t u = blockIdx.x; u < units; u += gridDim.x, ub ^= 1) {
+    for (int64_t k = 0, u = mk_unit_at(0, units); u >= 0; u = mk_unit_at(++k, units), ub ^= 1) {
       const mk_unit w = mk_unit_of(p, u, bn);
-      if (u == blockIdx.x || p.K > 32) na = mk_tables(p, w.m0, rowid[ub], act[ub], &n_act, gtab[ub], tid, pt);
+      if (k == 0 || p.K > 32) na = mk_tables(p, w.m0, rowid[ub], act[ub], &n_act, gtab[ub], tid, pt);
       const bool tab = na <= MK_GTAB;
       /* the other buffer was left by every producer at the last unit's end */
-      bool ahead = p.K <= 32 && u + gridDim.x < units;
-      const uint32_t next_mask = ahead ? mk_ahead_rows(p, mk_unit_of(p, u + gridDim.x, bn).m0, rowid[ub ^ 1], tid) : 0;
+      const int64_t next = mk_unit_at(k + 1, units);
+      bool ahead = p.K <= 32 && next >= 0;
+      const uint32_t next_mask = ahead ? mk_ahead_rows(p, mk_unit_of(p, next, bn).m0, rowid[ub ^ 1], tid) : 0;
       int it0, it1;
       mk_range(p, w, na * nkc, &it0, &it1);
       const int n = it1 - it0, n_ahead = min(n, 2 * np);
@@ -276,7 +292,7 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
     const int cw = wg - np, lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, ct = threadIdx.x - pt;
     hp_pos pos = {0, 0};
     int par = 1;
-    for (int64_t u = blockIdx.x; u < units; u += gridDim.x) {
+    for (int64_t k = 0, u = mk_unit_at(0, units); u >= 0; u = mk_unit_at(++k, units)) {
       const mk_unit w = mk_unit_of(p, u, bn);
       /* the unit's bias columns; read after the barrier below, rewritten two units later,
        * after every consumer has passed the next unit's barrier */
@@ -548,8 +564,9 @@ vc_status vc_cuda_masked_run(vc_context *ctx, const imp_args &args, int variant,
     part = (float *)((char *)ws + wt_bytes), cnt = (int *)((char *)part + mk_partials_bytes(sh));
     VC_CUDA_TRY(ctx, cudaMemsetAsync(cnt, 0, (size_t)sh.tiles * 4, s));
   }
-  /* persistent: one CTA a multiprocessor walks units blockIdx.x, + gridDim.x, ... */
+  /* persistent: one CTA a multiprocessor, dealt units by mk_unit_at */
   const int64_t units = sh.tiles * sh.nsplit, grid = units < cs->n_sm ? units : cs->n_sm;
+  if (units > (int64_t)VC_TILE_ORDER_ROUNDS * cs->n_sm) q.tile_order = NULL;
   const int kb = mk_kb(q.c_red, q.dt);
   mk_kernels[sh.v][kb == 64][q.mode == MODE_DGRAD][vc_cuda_dt_index(q.dt)]<<<
       (unsigned)grid, HP_THREADS(HP_NP(bn)), MK_SMEM(bn, kb, mk_b_kmajor(q.mode, q.dt)), s>>>(q, map, part, cnt);
