@@ -36,9 +36,10 @@ typedef struct vc_cuda_plan {
                          (bit r: the row meets offset r) of each VC_ORDER_BLOCK consecutive
                          rows of `order` */
   int32_t *tile_order; /* [ceil(n_out / VC_TILE_ROWS)] the tiles of VC_TILE_ROWS consecutive
-                          rows of `order`, by the offsets their rows meet, most first (ties in
-                          tile order): the masked kernels deal their units out in this order;
-                          NULL where the tiles exceed VC_TILE_ORDER_ROUNDS rounds of the grid */
+                          rows of `order`, by the offsets their rows meet, most first (counts
+                          from 127 up as one; ties in tile order): the masked kernels deal
+                          their units out in this order (vc_cuda_tile_order_used); NULL where
+                          no call could use it */
   int64_t *offsets_dev; /* [K+1] device copy of the plan's pair offsets */
   int64_t *pair_start;  /* [K, ceil(n_out / VC_PAIR_ROWS)] the index of offset r's first pair
                            whose output row is in row block b or past it (within an offset
@@ -61,6 +62,9 @@ typedef struct vc_cuda_plan {
  * more (suite S RES 512, 61 rounds: 6 % slower by tile_order; RES 64 and 128, 4 and 8
  * rounds: 11 % and 5 % faster; bench/NOTES.md). */
 #define VC_TILE_ORDER_ROUNDS 16
+static inline bool vc_cuda_tile_order_used(int64_t units, int n_sm) {
+  return units <= (int64_t)VC_TILE_ORDER_ROUNDS * n_sm;
+}
 
 static inline vc_cuda_state *vc_cuda(vc_context *ctx) { return (vc_cuda_state *)ctx->backend_state; }
 static inline const vc_cuda_plan *vc_cuda_plan_of(const vc_plan *p) { return (const vc_cuda_plan *)p->backend_data; }

@@ -554,7 +554,7 @@ __global__ static void __launch_bounds__(TORD_THREADS)
     }
   for (int64_t c0 = 0; c0 < tiles; c0 += TORD_THREADS) {
     for (int i = t; i < TORD_THREADS / 32 * TORD_BINS; i += TORD_THREADS) wpos[i / TORD_BINS][i % TORD_BINS] = 0;
-    __syncthreads(); /* also: start is written (first chunk), the last chunk's places are read */
+    __syncthreads(); /* also: start is written (first chunk) */
     const int64_t i = c0 + t;
     const int b = i < tiles ? tord_bin(blk, nblk, W, i) : -1;
     const uint32_t peers = __match_any_sync(0xffffffffu, b), rank = __popc(peers & ((1u << lane) - 1));
@@ -803,9 +803,10 @@ static vc_status compact_pairs(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, co
   return VC_OK;
 }
 
-/* The sort key's bit for each offset of mask word 0: the more evenly an offset splits the
- * rows (its pair count nearest n_out / 2), the higher its bit, ties to the lower offset; the
- * rest (beyond bit 32) keep their place. The radix sort then parts the rows first on the
+/* The sort key's bit for each offset of mask word 0 (offsets 0 .. min(K, 32) - 1; the key
+ * holds no other word): the more evenly an offset splits the rows (its pair count nearest
+ * n_out / 2), the higher its bit, ties to the lower offset; pos[r] = r for the unused bits
+ * r >= K. The radix sort then parts the rows first on the
  * offsets they differ on most, and a run of rows shares the rarely-split ones: on the
  * suite S shells the 64-row unions (the masked kernels' issued MMAs) shrink by 3-4 % at
  * RES 32-128 against the offsets in index order (bench/NOTES.md, session 15). */
@@ -825,15 +826,15 @@ static order_bits order_bits_of(const vc_plan *p) {
   return ob;
 }
 
-/* Gray order and block masks from the row masks (W words a row), and (non-submanifold) the
- * reverse table. */
+/* Gray order, block masks and tile order from the row masks (W words a row), and
+ * (non-submanifold) the reverse table. */
 static vc_status encodings(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const uint32_t *rmask, int W, cudaStream_t s) {
   const int K = p->kvol;
   const int64_t n = p->n_out, nblk = (n + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK;
   TRY(plan_alloc(ctx, p, (void **)&cp->order, (size_t)n * sizeof(int32_t), s, "the row order"));
   TRY(plan_alloc(ctx, p, (void **)&cp->blk_mask, (size_t)nblk * W * sizeof(uint32_t), s, "block masks"));
   const int64_t tiles = (n + VC_TILE_ROWS - 1) / VC_TILE_ROWS;
-  if (tiles <= (int64_t)VC_TILE_ORDER_ROUNDS * vc_cuda(ctx)->n_sm) /* else no call deals by it */
+  if (vc_cuda_tile_order_used(tiles, vc_cuda(ctx)->n_sm)) /* else no call has so few units */
     TRY(plan_alloc(ctx, p, (void **)&cp->tile_order, (size_t)tiles * sizeof(int32_t), s, "the tile order"));
   if (n > 0) {
     const int bits = (min(K, 32) + 3) / 4 * 4; /* the Gray rank of mask word 0 */

@@ -11,7 +11,8 @@
  * be too small.
  *
  * Persistent and warp-specialised (roles and stage ring in ring.cuh): one CTA a
- * multiprocessor runs the units mk_unit_at deals it, the tiles with the most stages first
+ * multiprocessor runs the units mk_unit_at deals it (the tiles with the most stages first,
+ * where the plan's tile order applies)
  *   - the producers (registers cut to 56 a thread) build each unit's tables (its rows, active
  *     offsets and their gather rows) while they issue the previous unit's stages (K <= 32),
  *     and each producer warpgroup, taking every np-th stage, gathers the stage's 128 A rows
@@ -92,14 +93,15 @@ __device__ static __forceinline__ mk_unit mk_unit_of(const imp_args &p, int64_t 
 }
 
 /* The unit of this CTA's k-th round, or -1 past the last: the grid deals rounds of
- * gridDim.x units, to the CTAs in order in even rounds and in reverse in odd ones. The
- * units come most offsets (stages) first, so a CTA dealt a long one in one round is dealt
- * a short one in the next; only the last round can leave a CTA without a unit. On the
+ * gridDim.x units, to the CTAs in order. With the plan's tile order the units come most
+ * offsets (stages) first, and odd rounds go to the CTAs in reverse, so a CTA dealt a long
+ * one in one round is dealt a short one in the next; only the last round can leave a CTA
+ * without a unit. On the
  * suite S shells, taking a unit's time as its tile's offset count plus one, the busiest
  * multiprocessor's share falls from 1.25x the mean (units in row order, blockIdx.x +
  * gridDim.x k) to 1.10x at RES 64, and from 1.19x to 1.04x at RES 128 (bench/NOTES.md). */
-__device__ static __forceinline__ int64_t mk_unit_at(int64_t k, int64_t units) {
-  const int64_t g = gridDim.x, u = k * g + (k & 1 ? g - 1 - blockIdx.x : blockIdx.x);
+__device__ static __forceinline__ int64_t mk_unit_at(const imp_args &p, int64_t k, int64_t units) {
+  const int64_t g = gridDim.x, u = k * g + (k & 1 && p.tile_order ? g - 1 - blockIdx.x : blockIdx.x);
   return u < units ? u : -1;
 }
 
@@ -227,12 +229,12 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
      * 32, build theirs in place. */
     int na = 0; /* the unit's active offsets */
     int ub = 0; /* its table buffer */
-    for (int64_t k = 0, u = mk_unit_at(0, units); u >= 0; u = mk_unit_at(++k, units), ub ^= 1) {
+    for (int64_t k = 0, u = mk_unit_at(p, 0, units); u >= 0; u = mk_unit_at(p, ++k, units), ub ^= 1) {
       const mk_unit w = mk_unit_of(p, u, bn);
       if (k == 0 || p.K > 32) na = mk_tables(p, w.m0, rowid[ub], act[ub], &n_act, gtab[ub], tid, pt);
       const bool tab = na <= MK_GTAB;
       /* the other buffer was left by every producer at the last unit's end */
-      const int64_t next = mk_unit_at(k + 1, units);
+      const int64_t next = mk_unit_at(p, k + 1, units);
       bool ahead = p.K <= 32 && next >= 0;
       const uint32_t next_mask = ahead ? mk_ahead_rows(p, mk_unit_of(p, next, bn).m0, rowid[ub ^ 1], tid) : 0;
       int it0, it1;
@@ -292,7 +294,7 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
     const int cw = wg - np, lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, ct = threadIdx.x - pt;
     hp_pos pos = {0, 0};
     int par = 1;
-    for (int64_t k = 0, u = mk_unit_at(0, units); u >= 0; u = mk_unit_at(++k, units)) {
+    for (int64_t k = 0, u = mk_unit_at(p, 0, units); u >= 0; u = mk_unit_at(p, ++k, units)) {
       const mk_unit w = mk_unit_of(p, u, bn);
       /* the unit's bias columns; read after the barrier below, rewritten two units later,
        * after every consumer has passed the next unit's barrier */
@@ -566,7 +568,7 @@ vc_status vc_cuda_masked_run(vc_context *ctx, const imp_args &args, int variant,
   }
   /* persistent: one CTA a multiprocessor, dealt units by mk_unit_at */
   const int64_t units = sh.tiles * sh.nsplit, grid = units < cs->n_sm ? units : cs->n_sm;
-  if (units > (int64_t)VC_TILE_ORDER_ROUNDS * cs->n_sm) q.tile_order = NULL;
+  if (!vc_cuda_tile_order_used(units, cs->n_sm)) q.tile_order = NULL;
   const int kb = mk_kb(q.c_red, q.dt);
   mk_kernels[sh.v][kb == 64][q.mode == MODE_DGRAD][vc_cuda_dt_index(q.dt)]<<<
       (unsigned)grid, HP_THREADS(HP_NP(bn)), MK_SMEM(bn, kb, mk_b_kmajor(q.mode, q.dt)), s>>>(q, map, part, cnt);
