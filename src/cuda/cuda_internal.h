@@ -59,8 +59,8 @@ typedef struct vc_cuda_plan {
 /* The masked kernels deal a call's units by tile_order where they make at most this many
  * rounds of one a multiprocessor, else in row order: with many rounds the busiest
  * multiprocessor's excess is a small share, and the gathers of tiles in row order hit L2
- * more (suite S RES 512, 61 rounds: 6 % slower by tile_order; RES 64 and 128, 4 and 8
- * rounds: 11 % and 5 % faster; bench/NOTES.md). */
+ * more (suite S RES 512, 61 rounds: 6 % more time by tile_order; RES 64 and 128, 4 and 8
+ * rounds: 10 % and 6 % less; bench/NOTES.md). */
 #define VC_TILE_ORDER_ROUNDS 16
 static inline bool vc_cuda_tile_order_used(int64_t units, int n_sm) {
   return units <= (int64_t)VC_TILE_ORDER_ROUNDS * n_sm;

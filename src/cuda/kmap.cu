@@ -808,7 +808,7 @@ static vc_status compact_pairs(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, co
  * n_out / 2), the higher its bit, ties to the lower offset; pos[r] = r for the unused bits
  * r >= K. The radix sort then parts the rows first on the
  * offsets they differ on most, and a run of rows shares the rarely-split ones: on the
- * suite S shells the 64-row unions (the masked kernels' issued MMAs) shrink by 3-4 % at
+ * suite S shells the 64-row unions (the masked kernels' issued MMAs) shrink by 3-5 % at
  * RES 32-128 against the offsets in index order (bench/NOTES.md, session 15). */
 static order_bits order_bits_of(const vc_plan *p) {
   order_bits ob;
