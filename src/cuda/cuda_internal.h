@@ -56,6 +56,17 @@ typedef struct vc_cuda_plan {
 #define VC_ORDER_WINDOW_SMALL 8192
 #define VC_ORDER_BLOCK 64   /* granularity of the per-block active-offset lists */
 #define VC_TILE_ROWS 128    /* rows of a masked forward / dgrad tile (tile_order) */
+
+/* Word wd of the union of the block masks blk (W words a block of VC_ORDER_BLOCK rows of
+ * the order, n_rows rows in all) over the blocks that rows [m0, m0 + bm) touch. */
+__device__ static inline uint32_t vc_cuda_blk_union(const uint32_t *blk, int W, int64_t n_rows, int64_t m0, int bm,
+                                                    int wd) {
+  const int64_t b0 = m0 / VC_ORDER_BLOCK,
+                b1 = min((m0 + bm + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK, (n_rows + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK);
+  uint32_t m = 0;
+  for (int64_t b = b0; b < b1; b++) m |= blk[b * W + wd];
+  return m;
+}
 /* The masked kernels deal a call's units by tile_order where they make at most this many
  * rounds of one a multiprocessor, else in row order: with many rounds the busiest
  * multiprocessor's excess is a small share, and the gathers of tiles in row order hit L2

@@ -67,13 +67,7 @@ __device__ static __forceinline__ void tile_rows(const imp_args &p, int64_t m0, 
 /* Word wd of the union of the offsets that rows [m0, m0 + bm) of `order` meet, from the
  * per-block masks (all K offsets without them); bits past K are clear. */
 __device__ static __forceinline__ uint32_t tile_mask_word(const imp_args &p, int64_t m0, int bm, int wd) {
-  uint32_t m = ~0u;
-  if (p.blk_mask) {
-    const int64_t b0 = m0 / VC_ORDER_BLOCK, b1 = min((m0 + bm + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK,
-                                                    (p.rows + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK);
-    m = 0;
-    for (int64_t b = b0; b < b1; b++) m |= p.blk_mask[b * ((p.K + 31) / 32) + wd];
-  }
+  const uint32_t m = p.blk_mask ? vc_cuda_blk_union(p.blk_mask, (p.K + 31) / 32, p.rows, m0, bm, wd) : ~0u;
   return wd * 32 + 32 <= p.K ? m : m & ((1u << (p.K - wd * 32)) - 1);
 }
 

@@ -523,17 +523,11 @@ __global__ static void k_block_masks(const uint32_t *mask, const int32_t *order,
  * warps' counts, then earlier lanes of the warp). Counts from TORD_BINS - 1 up share a bin. */
 #define TORD_THREADS 1024
 #define TORD_BINS 128
-#define TORD_PER (VC_TILE_ROWS / VC_ORDER_BLOCK) /* order blocks a tile */
-static_assert(VC_TILE_ROWS % VC_ORDER_BLOCK == 0, "a tile is whole order blocks");
 
-/* The bin of tile i of nblk order blocks: the most offsets, bin 0. */
-__device__ static inline int tord_bin(const uint32_t *blk, int64_t nblk, int W, int64_t i) {
+/* The bin of tile i: the most offsets, bin 0. */
+__device__ static inline int tord_bin(const uint32_t *blk, int64_t n_out, int W, int64_t i) {
   int c = 0;
-  for (int w = 0; w < W; w++) {
-    uint32_t m = 0;
-    for (int64_t b = i * TORD_PER; b < min(nblk, (i + 1) * TORD_PER); b++) m |= blk[b * W + w];
-    c += __popc(m);
-  }
+  for (int w = 0; w < W; w++) c += __popc(vc_cuda_blk_union(blk, W, n_out, i * VC_TILE_ROWS, VC_TILE_ROWS, w));
   return TORD_BINS - 1 - min(c, TORD_BINS - 1);
 }
 
@@ -542,10 +536,10 @@ __global__ static void __launch_bounds__(TORD_THREADS)
   __shared__ uint32_t start[TORD_BINS];                   /* the bin's next place */
   __shared__ uint32_t wpos[TORD_THREADS / 32][TORD_BINS]; /* a chunk's count, then place, by warp and bin */
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
-  const int64_t nblk = (n_out + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK, tiles = (nblk + TORD_PER - 1) / TORD_PER;
+  const int64_t tiles = (n_out + VC_TILE_ROWS - 1) / VC_TILE_ROWS;
   for (int b = t; b < TORD_BINS; b += TORD_THREADS) start[b] = 0;
   __syncthreads();
-  for (int64_t i = t; i < tiles; i += TORD_THREADS) atomicAdd(&start[tord_bin(blk, nblk, W, i)], 1u);
+  for (int64_t i = t; i < tiles; i += TORD_THREADS) atomicAdd(&start[tord_bin(blk, n_out, W, i)], 1u);
   __syncthreads();
   if (t == 0)
     for (uint32_t b = 0, run = 0; b < TORD_BINS; b++) {
@@ -556,7 +550,7 @@ __global__ static void __launch_bounds__(TORD_THREADS)
     for (int i = t; i < TORD_THREADS / 32 * TORD_BINS; i += TORD_THREADS) wpos[i / TORD_BINS][i % TORD_BINS] = 0;
     __syncthreads(); /* also: start is written (first chunk) */
     const int64_t i = c0 + t;
-    const int b = i < tiles ? tord_bin(blk, nblk, W, i) : -1;
+    const int b = i < tiles ? tord_bin(blk, n_out, W, i) : -1;
     const uint32_t peers = __match_any_sync(0xffffffffu, b), rank = __popc(peers & ((1u << lane) - 1));
     if (b >= 0 && rank == 0) wpos[warp][b] = __popc(peers);
     __syncthreads();
