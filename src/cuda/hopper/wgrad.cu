@@ -342,7 +342,8 @@ static const wr_kernel wr_kernels[2][3][2] = {
  * x and dy, plus one more position: the x rows around a chunk's, and the CTAs finishing
  * the previous one) fill at most half of L2 (a quarter, all and twice it measured no
  * better, bench/NOTES.md); at most one chunk a WR_MIN_CHUNK pairs an offset (rows:
- * WR_MIN_CHUNK rows) and, for pairs, a 256-row block. The rows form
+ * WR_MIN_CHUNK rows) and, for pairs, a 256-row block; but where the CTAs alone need one
+ * chunk (16-bit), S stays 1. The rows form
  * also needs S >= its blocks / WR_LIVE_MAX, and the slices form (deterministic contexts)
  * keeps its slices within WR_MAX_SLICES and WR_SLICE_BYTES; where the two meet, pairs runs.
  * nv: the products (3: tf32's split, a launch each). blocks: a launch's CTAs. */
@@ -369,7 +370,11 @@ static wr_shape wr_shape_form(const vc_plan *p, const vc_conv_args *a, const boo
     const double bytes = (double)(p->n_in * ci + p->n_out * co) * (sh.nv == 3 ? 2.0 : (double)vc_dtype_size(a->dtype));
     const double in_flight = (double)cs->n_sm / (double)kt + 1.0; /* chunk positions */
     const double s_l2 = ceil(2.0 * bytes * in_flight / (double)(cs->l2_bytes > 0 ? cs->l2_bytes : 1));
-    if ((double)s < s_l2) s = (int64_t)s_l2;
+    /* Where the CTAs alone need one chunk and one product, the direct form (no fp32 dW
+     * to zero, add into and convert) beats the L2 window: RES 64, C = 1024, ncu per layer:
+     * S = 1 730 us, S = 3 (the window's) 786 us plus 87 us of conversion (bench/NOTES.md). */
+    const bool direct = s == 1 && sh.nv == 1;
+    if ((double)s < s_l2 && !direct) s = (int64_t)s_l2;
     int64_t s_max = rows ? nb / (WR_MIN_CHUNK / WR_BK) : p->n_pairs / (K * WR_MIN_CHUNK);
     const int64_t pair_blocks = (p->n_out + VC_PAIR_ROWS - 1) / VC_PAIR_ROWS; /* pairs: chunks by row block */
     if (!rows && s_max > pair_blocks) s_max = pair_blocks;
