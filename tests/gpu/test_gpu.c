@@ -933,14 +933,15 @@ static void check_cached_choice(const plan_pair *pp, const conv_data *cd, const 
   vc_context_destroy(ctx);
 }
 
-/* Rewrites the cache file's forward line to `choice`; false when it has none. */
-static bool set_forward_choice(const char *file, const char *choice) {
+/* Rewrites the cache file's line of pass `tag` ("|forward|", "|backward_weight|") to
+ * `choice`; false when it has none. */
+static bool set_choice(const char *file, const char *tag, const char *choice) {
   char lines[16][512];
   int n = 0, fwd = -1;
   FILE *f = fopen(file, "r");
   if (!f) return false;
   while (n < 16 && fgets(lines[n], sizeof lines[n], f)) {
-    if (strstr(lines[n], "|forward|")) fwd = n;
+    if (strstr(lines[n], tag)) fwd = n;
     n++;
   }
   fclose(f);
@@ -987,11 +988,11 @@ static void check_variants(const char *file, const plan_pair *pp, conv_data *cd)
         "the cache file's backward_weight line has no choice, or masked without its form:\n%s", text);
   if (!g_has_masked) return;
   const size_t plain = forward_with_cache(pp, cd, "tuned forward");
-  CHECK(set_forward_choice(file, "masked/bn128.split5"), "cannot rewrite %s", file);
+  CHECK(set_choice(file, "|forward|", "masked/bn128.split5"), "cannot rewrite %s", file);
   const size_t forced = forward_with_cache(pp, cd, "forward, cached variant masked/bn128.split5");
-  CHECK(set_forward_choice(file, "masked/bn80.split5"), "cannot rewrite %s", file);
+  CHECK(set_choice(file, "|forward|", "masked/bn80.split5"), "cannot rewrite %s", file);
   const size_t bad = forward_with_cache(pp, cd, "forward, cache line with no such variant");
-  CHECK(set_forward_choice(file, "implicit"), "cannot rewrite %s", file);
+  CHECK(set_choice(file, "|forward|", "implicit"), "cannot rewrite %s", file);
   const size_t none = forward_with_cache(pp, cd, "forward, cached implicit");
   printf("  forward workspace: tuned %zu, bn128.split5 %zu, bn80.split5 (skipped) %zu, implicit %zu bytes\n", plain,
          forced, bad, none);
@@ -1001,6 +1002,51 @@ static void check_variants(const char *file, const plan_pair *pp, conv_data *cd)
         forced, want);
   CHECK(none == 0, "implicit from the cache file: forward workspace %zu, want 0", none);
   CHECK(bad < want, "a cache line naming no variant (bn80) was not skipped: workspace %zu", bad);
+}
+
+/* dW and db of pp's shape in a fresh VOXCONV_DETERMINISTIC context (every wgrad form bitwise
+ * repeatable there): AUTO under the cache file as it stands (form NULL), or VC_ALGO_MASKED
+ * with VOXCONV_MASKED_WGRAD=form; checked against the reference, kept in out. */
+static bool wgrad_deterministic(const plan_pair *pp, conv_data *cd, const char *form, void *out[2], const char *what) {
+  vc_context *ctx;
+  vc_plan *p;
+  setenv("VOXCONV_DETERMINISTIC", "1", 1);
+  if (form) setenv("VOXCONV_MASKED_WGRAD", form, 1);
+  bool ok = fresh_plan(pp, &ctx, &p);
+  unsetenv("VOXCONV_DETERMINISTIC");
+  unsetenv("VOXCONV_MASKED_WGRAD");
+  out[0] = out[1] = NULL;
+  if (ok) {
+    vc_conv_args a = cd->args;
+    a.algo = form ? VC_ALGO_MASKED : VC_ALGO_AUTO;
+    ok = gpu_run(ctx, p, cd, &a, VC_PASS_BACKWARD_WEIGHT, out, what);
+    if (ok) check_close(cd, VC_PASS_BACKWARD_WEIGHT, vc_tolerance(a.dtype, a.math), out, what);
+  }
+  vc_plan_destroy(p);
+  vc_context_destroy(ctx);
+  return ok;
+}
+
+/* A backward_weight line naming masked/rows runs the rows form in a real call: its dW
+ * equals the rows form's bit for bit, and the pairs form's (another order of additions)
+ * differs, so the check can tell the forms apart. */
+static void check_wgrad_form(const char *file, const plan_pair *pp, conv_data *cd) {
+  if (!g_has_masked) return;
+  CHECK(set_choice(file, "|backward_weight|", "masked/rows"), "cannot rewrite %s", file);
+  void *rows[2], *pairs[2], *cached[2];
+  bool ok = wgrad_deterministic(pp, cd, "rows", rows, "backward_weight, VOXCONV_MASKED_WGRAD=rows");
+  ok = wgrad_deterministic(pp, cd, "pairs", pairs, "backward_weight, VOXCONV_MASKED_WGRAD=pairs") && ok;
+  ok = wgrad_deterministic(pp, cd, NULL, cached, "backward_weight, cached masked/rows") && ok;
+  if (ok) {
+    const int64_t at = first_diff(rows[0], pairs[0], cd->n[T_DW], vc_dtype_size(cd->args.dtype));
+    CHECK(at >= 0, "the rows and pairs forms gave the same dw bit for bit: the check cannot tell them apart");
+    compare_runs(cd, VC_PASS_BACKWARD_WEIGHT, 0, rows, cached, "backward_weight, cached masked/rows against rows");
+    printf("  backward_weight: cached masked/rows equals the rows form bitwise; pairs differs from element %lld\n",
+           (long long)at);
+  }
+  free_outputs(rows);
+  free_outputs(pairs);
+  free_outputs(cached);
 }
 
 static void test_tune(void) {
@@ -1024,6 +1070,7 @@ static void test_tune(void) {
     CHECK(stat(file, &st) == 0 && st.st_size > 0, "no tune cache file %s after vc_conv_tune", file);
     check_cached_choice(&pp, &cd, best);
     check_variants(file, &pp, &cd);
+    check_wgrad_form(file, &pp, &cd);
   }
   data_free(&cd);
   pair_free(&pp);
