@@ -4,7 +4,8 @@
  *   masked_tiles   the Hopper masked kernels at each tile width (VOXCONV_MASKED_BN), all passes
  *   determinism    repeated runs agree; with VOXCONV_DETERMINISTIC=1 bitwise
  *   tune           vc_conv_tune's pick is what VC_ALGO_AUTO runs, and it lands in the cache file;
- *                  masked tile variants from the file apply, unknown ones are skipped
+ *                  masked tile variants from the file apply, unknown ones are skipped;
+ *                  a cached masked/rows line runs the wgrad's rows form
  *   graph_capture  execute calls recorded into a CUDA graph (so they neither allocate nor sync)
  *   large_*        feature tensors past 2^31 elements, sampled against an f64 host computation
  * Usage: vc_gpu_tests [--small] [name-substring]
@@ -937,17 +938,19 @@ static void check_cached_choice(const plan_pair *pp, const conv_data *cd, const 
  * `choice`; false when it has none. */
 static bool set_choice(const char *file, const char *tag, const char *choice) {
   char lines[16][512];
-  int n = 0, fwd = -1;
+  int n = 0, hit = -1;
   FILE *f = fopen(file, "r");
   if (!f) return false;
   while (n < 16 && fgets(lines[n], sizeof lines[n], f)) {
-    if (strstr(lines[n], tag)) fwd = n;
+    if (strstr(lines[n], tag)) hit = n;
     n++;
   }
+  const bool whole = n < 16 || fgetc(f) == EOF; /* a longer file would be cut short by the rewrite */
   fclose(f);
-  if (fwd < 0 || !(f = fopen(file, "w"))) return false;
-  *strrchr(lines[fwd], ' ') = 0;
-  for (int i = 0; i < n; i++) fprintf(f, i == fwd ? "%s %s\n" : "%s", lines[i], choice);
+  char *space = hit >= 0 ? strrchr(lines[hit], ' ') : NULL;
+  if (!whole || !space || !(f = fopen(file, "w"))) return false;
+  *space = 0;
+  for (int i = 0; i < n; i++) fprintf(f, i == hit ? "%s %s\n" : "%s", lines[i], choice);
   return fclose(f) == 0;
 }
 
@@ -1440,6 +1443,7 @@ static bool setup(void) {
   setenv("VOXCONV_CACHE_DIR", g_cache_dir, 1);
   unsetenv("VOXCONV_MASKED_BN");
   unsetenv("VOXCONV_MASKED_SPLIT");
+  unsetenv("VOXCONV_MASKED_WGRAD");
   const char *wg = getenv("VOXCONV_WGMMA");
   struct cudaDeviceProp prop;
   g_has_masked = CU(cudaGetDeviceProperties(&prop, 0)) && prop.major == 9 && prop.minor == 0 && !(wg && !strcmp(wg, "0"));

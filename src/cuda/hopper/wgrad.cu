@@ -20,8 +20,8 @@
  * The CTAs run chunk-major: the ones in flight together hold the same output rows of every
  * offset, so they read the same rows of dy and, on sites stored in a spatial order, the
  * rows of x around them; each row is read by up to K offsets, and S is chosen so that what
- * the CTAs in flight read fits in L2. (The offset-major order read each row K times from
- * DRAM: 31 % L2 hits at RES 256. Chunks as equal shares of each offset's list drift apart
+ * the CTAs in flight read fits in L2 (unless one chunk is enough: see wr_shape_form). (The
+ * offset-major order read each row K times from DRAM: 31 % L2 hits at RES 256. Chunks as equal shares of each offset's list drift apart
  * in rows, as the offsets' pairs are spread differently over the rows: 38 % hits at RES
  * 1024, 67 % at 256; by row range 78 % and 87 %.)
  *
@@ -36,7 +36,7 @@
  *   - add: each consumer stages its fp32 tile in the (by then free) ring and one of its
  *     threads adds it into one fp32 dW with TMA bulk reduce-adds (done in L2), then a
  *     conversion; the order of the additions varies from run to run;
- *   - slices (a VOXCONV_DETERMINISTIC context, or S x products = 1): product v's chunk c
+ *   - slices (a VOXCONV_DETERMINISTIC context, or tf32 with S = 1): product v's chunk c
  *     stores its partial to slice v S + c and a second kernel adds the slices in order: bitwise
  *     repeatable, S limited by the slices' memory;
  *   - direct (one slice: S = 1, 16-bit): the CTA converts and stores dW itself.
@@ -343,8 +343,8 @@ static const wr_kernel wr_kernels[2][3][2] = {
  * the previous one) fill at most half of L2 (a quarter, all and twice it measured no
  * better, bench/NOTES.md); at most one chunk a WR_MIN_CHUNK pairs an offset (rows:
  * WR_MIN_CHUNK rows) and, for pairs, a 256-row block; but where the CTAs alone need one
- * chunk (16-bit), S stays 1. The rows form
- * also needs S >= its blocks / WR_LIVE_MAX, and the slices form (deterministic contexts)
+ * chunk, 16-bit, and the rows form's limit below allows it, S stays 1 (the direct form).
+ * The rows form also needs S >= its blocks / WR_LIVE_MAX, and the slices form (deterministic contexts)
  * keeps its slices within WR_MAX_SLICES and WR_SLICE_BYTES; where the two meet, pairs runs.
  * nv: the products (3: tf32's split, a launch each). blocks: a launch's CTAs. */
 typedef struct wr_shape {
@@ -371,9 +371,10 @@ static wr_shape wr_shape_form(const vc_plan *p, const vc_conv_args *a, const boo
     const double in_flight = (double)cs->n_sm / (double)kt + 1.0; /* chunk positions */
     const double s_l2 = ceil(2.0 * bytes * in_flight / (double)(cs->l2_bytes > 0 ? cs->l2_bytes : 1));
     /* Where the CTAs alone need one chunk and one product, the direct form (no fp32 dW
-     * to zero, add into and convert) beats the L2 window: RES 64, C = 1024, ncu per layer:
-     * S = 1 730 us, S = 3 (the window's) 786 us plus 87 us of conversion (bench/NOTES.md). */
-    const bool direct = s == 1 && sh.nv == 1;
+     * to zero, add into and convert, or slices to add) against the L2 window's S: measured
+     * at RES 64, C = 1024 (ncu, one layer: S = 1 730 us, the window's S = 3 786 us plus
+     * 87 us of conversion; bench/NOTES.md, session 16). */
+    const bool direct = s == 1 && sh.nv == 1 && s_min == 1;
     if ((double)s < s_l2 && !direct) s = (int64_t)s_l2;
     int64_t s_max = rows ? nb / (WR_MIN_CHUNK / WR_BK) : p->n_pairs / (K * WR_MIN_CHUNK);
     const int64_t pair_blocks = (p->n_out + VC_PAIR_ROWS - 1) / VC_PAIR_ROWS; /* pairs: chunks by row block */
@@ -399,9 +400,12 @@ static wr_shape wr_shape_of(const vc_plan *p, const vc_conv_args *a, int variant
   return wr_shape_form(p, a, env ? env == VC_WR_ROWS : variant == VC_WR_ROWS);
 }
 
-/* The workspace: the fp32 dW (add) or the slices, tf32's bf16 split of dy and x, then the
- * bias gradient's partials. */
-static int64_t wr_slices(const wr_shape &sh) { return sh.add ? 1 : sh.nsplit * sh.nv; }
+/* One chunk, one product and pairs to run: the kernel writes dW itself (WR_DIRECT). */
+static bool wr_direct(const wr_shape &sh) { return !sh.add && sh.nsplit * sh.nv == 1 && sh.blocks > 0; }
+
+/* The workspace: the fp32 dW (add) or the slices (none for the direct form), tf32's bf16
+ * split of dy and x, then the bias gradient's partials. */
+static int64_t wr_slices(const wr_shape &sh) { return sh.add ? 1 : wr_direct(sh) ? 0 : sh.nsplit * sh.nv; }
 static size_t wr_part_bytes(const vc_plan *p, const vc_conv_args *a, const wr_shape &sh) {
   return (size_t)vc_round_up(wr_slices(sh) * a->out_channels * p->kvol * a->in_channels * 4, 256);
 }
@@ -469,9 +473,9 @@ vc_status vc_cuda_masked_wgrad_run(vc_context *ctx, const vc_plan *p, const vc_c
   /* One chunk and one product: the kernel writes dW itself (at C = 1024 the fp32 slice and
    * its conversion were ~80 us a layer, 20 % of RES 16's training step). No pairs: one
    * zeroed slice. */
-  const bool direct = !sh.add && sh.nsplit * sh.nv == 1 && sh.blocks > 0;
+  const bool direct = wr_direct(sh);
   const int form = sh.add ? WR_ADD : direct ? WR_DIRECT : WR_SLICES;
-  const int64_t nsl = direct ? 0 : sh.blocks > 0 ? wr_slices(sh) : 1;
+  const int64_t nsl = sh.blocks > 0 ? wr_slices(sh) : 1;
   if (sh.add || sh.blocks == 0) VC_CUDA_TRY(ctx, cudaMemsetAsync(part, 0, (size_t)n * 4, s));
   CUtensorMap dmap;
   memset(&dmap, 0, sizeof dmap); /* unread by the slices form */
