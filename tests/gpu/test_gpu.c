@@ -954,18 +954,31 @@ static bool set_choice(const char *file, const char *tag, const char *choice) {
   return fclose(f) == 0;
 }
 
-/* The forward workspace and result of a fresh context under the cache file as it stands. */
-static size_t forward_with_cache(const plan_pair *pp, conv_data *cd, const char *what) {
+/* One run of `pass` with `algo` in a fresh context (under the cache file and environment as
+ * they stand), checked against the reference; its outputs are kept in out (NULL on a
+ * failure) or, with out NULL, freed. Returns the pass's workspace bytes. */
+static size_t fresh_run(const plan_pair *pp, conv_data *cd, vc_pass pass, vc_algo algo, void *out[2],
+                        const char *what) {
   vc_context *ctx;
   vc_plan *p;
   size_t bytes = 0;
+  void *mine[2] = {NULL, NULL}, **got = out ? out : mine;
+  got[0] = got[1] = NULL;
   if (fresh_plan(pp, &ctx, &p)) {
-    CHECK_OK(ctx, vc_conv_workspace_size(p, &cd->args, VC_PASS_FORWARD, &bytes));
-    run_checked(ctx, p, cd, &cd->args, VC_PASS_FORWARD, what);
+    vc_conv_args a = cd->args;
+    a.algo = algo;
+    CHECK_OK(ctx, vc_conv_workspace_size(p, &a, pass, &bytes));
+    if (gpu_run(ctx, p, cd, &a, pass, got, what)) check_close(cd, pass, vc_tolerance(a.dtype, a.math), got, what);
   }
+  free_outputs(mine);
   vc_plan_destroy(p);
   vc_context_destroy(ctx);
   return bytes;
+}
+
+/* The forward workspace and result of a fresh context under the cache file as it stands. */
+static size_t forward_with_cache(const plan_pair *pp, conv_data *cd, const char *what) {
+  return fresh_run(pp, cd, VC_PASS_FORWARD, cd->args.algo, NULL, what);
 }
 
 /* The masked kernels' tile variants through the cache file: a forced wide, split variant
@@ -1011,23 +1024,12 @@ static void check_variants(const char *file, const plan_pair *pp, conv_data *cd)
  * repeatable there): AUTO under the cache file as it stands (form NULL), or VC_ALGO_MASKED
  * with VOXCONV_MASKED_WGRAD=form; checked against the reference, kept in out. */
 static bool wgrad_deterministic(const plan_pair *pp, conv_data *cd, const char *form, void *out[2], const char *what) {
-  vc_context *ctx;
-  vc_plan *p;
   setenv("VOXCONV_DETERMINISTIC", "1", 1);
   if (form) setenv("VOXCONV_MASKED_WGRAD", form, 1);
-  bool ok = fresh_plan(pp, &ctx, &p);
+  fresh_run(pp, cd, VC_PASS_BACKWARD_WEIGHT, form ? VC_ALGO_MASKED : VC_ALGO_AUTO, out, what);
   unsetenv("VOXCONV_DETERMINISTIC");
   unsetenv("VOXCONV_MASKED_WGRAD");
-  out[0] = out[1] = NULL;
-  if (ok) {
-    vc_conv_args a = cd->args;
-    a.algo = form ? VC_ALGO_MASKED : VC_ALGO_AUTO;
-    ok = gpu_run(ctx, p, cd, &a, VC_PASS_BACKWARD_WEIGHT, out, what);
-    if (ok) check_close(cd, VC_PASS_BACKWARD_WEIGHT, vc_tolerance(a.dtype, a.math), out, what);
-  }
-  vc_plan_destroy(p);
-  vc_context_destroy(ctx);
-  return ok;
+  return out[0] != NULL;
 }
 
 /* A backward_weight line naming masked/rows runs the rows form in a real call: its dW

@@ -21,9 +21,10 @@
  * offset, so they read the same rows of dy and, on sites stored in a spatial order, the
  * rows of x around them; each row is read by up to K offsets, and S is chosen so that what
  * the CTAs in flight read fits in L2 (unless one chunk is enough: see wr_shape_form). (The
- * offset-major order read each row K times from DRAM: 31 % L2 hits at RES 256. Chunks as equal shares of each offset's list drift apart
- * in rows, as the offsets' pairs are spread differently over the rows: 38 % hits at RES
- * 1024, 67 % at 256; by row range 78 % and 87 %.)
+ * offset-major order read each row K times from DRAM: 31 % L2 hits at RES 256. Chunks as
+ * equal shares of each offset's list drift apart in rows, as the offsets' pairs are spread
+ * differently over the rows: 38 % hits at RES 1024, 67 % at 256; by row range 78 % and
+ * 87 %.)
  *
  * The gathered rows are contiguous along the channels, so both wgmma operands are
  * MN-major: a stage row is one pair's 64 channels (128 bytes, 128-byte swizzled), and the
