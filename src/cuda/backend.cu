@@ -50,6 +50,12 @@ static vc_status cuda_context_init(vc_context *ctx) {
       return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "vc_context_create: VOXCONV_MASKED_SPLIT = \"%s\"; use 1 to 16", sp);
     st->masked_split = (int)v;
   }
+  const char *pipes = getenv("VOXCONV_MASKED_PIPES");
+  if (pipes && *pipes) {
+    if (strcmp(pipes, "1") && strcmp(pipes, "2"))
+      return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "vc_context_create: VOXCONV_MASKED_PIPES = \"%s\"; use 1 or 2", pipes);
+    st->masked_pipes = atoi(pipes);
+  }
   const char *wf = getenv("VOXCONV_MASKED_WGRAD");
   if (wf && *wf) {
     st->masked_wgrad = vc_cuda_masked_variant_parse(VC_PASS_BACKWARD_WEIGHT, wf); /* the cache file's names */
@@ -63,6 +69,7 @@ static vc_status cuda_context_init(vc_context *ctx) {
   if (st->masked_bn) snprintf(tag + strlen(tag), sizeof tag - strlen(tag), " [VOXCONV_MASKED_BN=%d]", st->masked_bn);
   if (st->masked_split)
     snprintf(tag + strlen(tag), sizeof tag - strlen(tag), " [VOXCONV_MASKED_SPLIT=%d]", st->masked_split);
+  if (st->masked_pipes) snprintf(tag + strlen(tag), sizeof tag - strlen(tag), " [VOXCONV_MASKED_PIPES=%d]", st->masked_pipes);
   if (st->masked_wgrad) snprintf(tag + strlen(tag), sizeof tag - strlen(tag), " [VOXCONV_MASKED_WGRAD=%s]", wf);
   snprintf(st->name, sizeof st->name, "%s%s", prop.name, tag);
   cublasStatus_t b = cublasCreate(&st->blas);

@@ -21,6 +21,7 @@ typedef struct vc_cuda_state {
   int64_t l2_bytes;   /* L2 cache: the masked wgrad sizes its chunks so what runs at once fits */
   int masked_bn;      /* VOXCONV_MASKED_BN: the masked kernel's tile width, 0 = chosen per call */
   int masked_split;   /* VOXCONV_MASKED_SPLIT: its reduction splits (wgrad: chunks), 0 = chosen */
+  int masked_pipes;   /* VOXCONV_MASKED_PIPES: its pipelines a CTA for 64-wide tiles of 128-byte stages (1, 2), 0 = chosen */
   int masked_wgrad;   /* VOXCONV_MASKED_WGRAD: its wgrad's form (VC_WR_PAIRS, VC_WR_ROWS), 0 = the variant's */
   void *encode_tiled; /* the driver's cuTensorMapEncodeTiled (sm_90: the masked algorithm's
                          TMA weight loads), NULL elsewhere */

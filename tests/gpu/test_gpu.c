@@ -702,17 +702,17 @@ static bool subm_setup(plan_pair *pp, conv_data *cd, vc_context *gctx, int64_t n
 
 /* All three passes of cd on pp's GPU plan with VC_ALGO_MASKED (tf32 math for f32 storage)
  * against the reference, in ctx, whose configuration cfg (BN, split, deterministic, the
- * wgrad's form; as below) names the runs. */
-static void masked_passes(vc_context *ctx, const plan_pair *pp, conv_data *cd, const char *const cfg[4]) {
+ * wgrad's form, pipelines; as below) names the runs. */
+static void masked_passes(vc_context *ctx, const plan_pair *pp, conv_data *cd, const char *const cfg[5]) {
   for (int pass = 0; pass < 3; pass++) {
     vc_conv_args a = cd->args;
     a.algo = VC_ALGO_MASKED;
     if (a.dtype == VC_DTYPE_F32) a.math = VC_MATH_TF32;
     char what[256];
-    snprintf(what, sizeof what, "%s %s ci=%lld co=%lld masked BN=%s split=%s%s%s %s", pp->what,
+    snprintf(what, sizeof what, "%s %s ci=%lld co=%lld masked BN=%s split=%s%s%s%s %s", pp->what,
              a.dtype == VC_DTYPE_F32 ? "f32+tf32" : vc_dtype_name(a.dtype), (long long)a.in_channels,
              (long long)a.out_channels, cfg[0], cfg[1] ? cfg[1] : "auto", cfg[2] ? " deterministic" : "",
-             cfg[3] ? " wgrad=rows" : "", vc_pass_name(pass));
+             cfg[3] ? " wgrad=rows" : "", cfg[4] ? " pipes=2" : "", vc_pass_name(pass));
     run_checked(ctx, pp->gpu, cd, &a, (vc_pass)pass, what);
   }
 }
@@ -721,34 +721,37 @@ static void masked_passes(vc_context *ctx, const plan_pair *pp, conv_data *cd, c
  * of its own, and three of them with forced reduction splits (VOXCONV_MASKED_SPLIT; 16 leaves
  * some splits without stages; wgrad's chunks then add their partials with reductions, and
  * in the VOXCONV_DETERMINISTIC context as ordered slices); the wgrad's rows form
- * (VOXCONV_MASKED_WGRAD=rows) in three of those configurations: all passes of a submanifold and a
+ * (VOXCONV_MASKED_WGRAD=rows) in three of those configurations; BN 64 on two pipelines a CTA
+ * (VOXCONV_MASKED_PIPES=2, where the stages are 128-byte), unsplit and split: all passes of a submanifold and a
  * strided plan in f16, bf16 and tf32, with enough rows and channels for several row and
  * column tiles and reduction tails, and both stage depths (64-byte stages where the
  * reduction's channels fit in 64 bytes: the forward of 24 channels in f16 and of 16 in f16
- * and tf32; 128-byte ones elsewhere, with half-full last chunks); and bad values of the three
+ * and tf32; 128-byte ones elsewhere, with half-full last chunks); and bad values of the four
  * variables refused with their messages; and a dense 5x5x5 case (below). */
 static void test_masked_tiles(void) {
   if (!g_has_masked) {
     printf("  no sm_90 device (or VOXCONV_WGMMA=0): nothing to test\n");
     return;
   }
-  enum { NCFG = 10 };
-  /* BN, split, deterministic, the wgrad's rows form */
-  static const char *const cfg[NCFG][4] = {
-      {"64", NULL, NULL, NULL},    {"96", NULL, NULL, NULL},  {"128", NULL, NULL, NULL}, {"256", NULL, NULL, NULL},
-      {"64", "3", NULL, NULL},     {"256", "16", NULL, NULL}, {"128", "5", "1", NULL},   {"64", NULL, NULL, "rows"},
-      {"256", "16", NULL, "rows"}, {"128", "5", "1", "rows"}};
+  enum { NCFG = 12 };
+  /* BN, split, deterministic, the wgrad's rows form, two pipelines */
+  static const char *const cfg[NCFG][5] = {
+      {"64", NULL, NULL, NULL, NULL},    {"96", NULL, NULL, NULL, NULL},  {"128", NULL, NULL, NULL, NULL},
+      {"256", NULL, NULL, NULL, NULL},   {"64", "3", NULL, NULL, NULL},   {"256", "16", NULL, NULL, NULL},
+      {"128", "5", "1", NULL, NULL},     {"64", NULL, NULL, "rows", NULL}, {"256", "16", NULL, "rows", NULL},
+      {"128", "5", "1", "rows", NULL},   {"64", NULL, NULL, NULL, "2"},   {"64", "3", NULL, NULL, "2"}};
   static const int64_t ch[3][2] = {{24, 232}, {16, 520}, {200, 136}};
   /* f16, bf16, and f32 storage with tf32 math (every pass on wgmma; the wgrad as three bf16
    * products of split operands) */
   static const vc_dtype dtypes[3] = {VC_DTYPE_F16, VC_DTYPE_BF16, VC_DTYPE_F32};
   static const vc_conv_kind kinds[2] = {VC_CONV_SUBMANIFOLD, VC_CONV_SPARSE};
-  static const char *const bad[5][3] = {{"VOXCONV_MASKED_BN", "32", "VOXCONV_MASKED_BN = \"32\"; use 64, 96, 128 or 256"},
+  static const char *const bad[6][3] = {{"VOXCONV_MASKED_BN", "32", "VOXCONV_MASKED_BN = \"32\"; use 64, 96, 128 or 256"},
+                                         {"VOXCONV_MASKED_PIPES", "3", "VOXCONV_MASKED_PIPES = \"3\"; use 1 or 2"},
                                          {"VOXCONV_MASKED_SPLIT", "0", "VOXCONV_MASKED_SPLIT = \"0\"; use 1 to 16"},
                                          {"VOXCONV_MASKED_SPLIT", "17", "VOXCONV_MASKED_SPLIT = \"17\"; use 1 to 16"},
                                          {"VOXCONV_MASKED_SPLIT", "4x", "VOXCONV_MASKED_SPLIT = \"4x\"; use 1 to 16"},
                                          {"VOXCONV_MASKED_WGRAD", "row", "VOXCONV_MASKED_WGRAD = \"row\"; use pairs or rows"}};
-  for (int i = 0; i < 5; i++) {
+  for (int i = 0; i < 6; i++) {
     vc_context *b = NULL;
     setenv(bad[i][0], bad[i][1], 1);
     vc_test_scrub(NULL);
@@ -764,9 +767,11 @@ static void test_masked_tiles(void) {
     else unsetenv("VOXCONV_MASKED_SPLIT");
     if (cfg[b][2]) setenv("VOXCONV_DETERMINISTIC", cfg[b][2], 1);
     if (cfg[b][3]) setenv("VOXCONV_MASKED_WGRAD", cfg[b][3], 1);
+    if (cfg[b][4]) setenv("VOXCONV_MASKED_PIPES", cfg[b][4], 1);
     CHECK_OK(NULL, vc_context_create(VC_DEVICE_CUDA, 0, &ctx[b]));
     unsetenv("VOXCONV_DETERMINISTIC");
     unsetenv("VOXCONV_MASKED_WGRAD");
+    unsetenv("VOXCONV_MASKED_PIPES");
     all = all && ctx[b];
   }
   unsetenv("VOXCONV_MASKED_BN");
@@ -795,7 +800,8 @@ static void test_masked_tiles(void) {
   /* A 5x5x5 submanifold conv on a dense cube: K = 125 takes the producers' offset list of
    * several mask words, and tiles meeting more offsets than masked.cu's gather table holds
    * read their gather rows from the map, not from shared memory; both tile widths that
-   * apply, all passes, and the wgrad's rows form (block masks of four words). */
+   * apply, all passes, the wgrad's rows form (block masks of four words) and two pipelines
+   * (each building its tables in place). */
   enum { SIDE = 11 };
   int32_t *cube = malloc((size_t)SIDE * SIDE * SIDE * 4 * sizeof *cube);
   for (int i = 0; i < SIDE * SIDE * SIDE; i++) {
@@ -804,8 +810,8 @@ static void test_masked_tiles(void) {
   }
   vc_conv_desc d5;
   vc_conv_desc_init(&d5, VC_CONV_SUBMANIFOLD, 5, 1, -1, 1);
-  static const int cube_cfg[3] = {0, 1, 7};
-  for (int i = 0; all && i < 3; i++) {
+  static const int cube_cfg[4] = {0, 1, 7, 10};
+  for (int i = 0; all && i < 4; i++) {
     const int b = cube_cfg[i];
     plan_pair pp;
     if (pair_build(&pp, ctx[b], &d5, cube, SIDE * SIDE * SIDE))
@@ -1445,6 +1451,7 @@ static bool setup(void) {
   setenv("VOXCONV_CACHE_DIR", g_cache_dir, 1);
   unsetenv("VOXCONV_MASKED_BN");
   unsetenv("VOXCONV_MASKED_SPLIT");
+  unsetenv("VOXCONV_MASKED_PIPES");
   unsetenv("VOXCONV_MASKED_WGRAD");
   const char *wg = getenv("VOXCONV_WGMMA");
   struct cudaDeviceProp prop;

@@ -22,6 +22,11 @@
  *   - two consumers each issue m64nBN wgmma (k16, or k8 in tf32) over 64 of the rows, with fp32
  *     accumulators, one group in flight; a consumer skips the stages of offsets that none
  *     of its 64 rows meets (their A rows are zeros).
+ * With two pipelines (64-wide tiles of 128-byte stages and short units, mk_pipes) the CTA is two such machines
+ * side by side: producer warpgroup g and consumer warpgroup g take units of their own
+ * through half the ring, the consumer multiplying all 128 rows (two m64 wgmma a K step,
+ * each 64 rows skipping on its own), and each pipeline builds its tables in place; one
+ * pipeline's set-up and epilogue then overlap the other's stages.
  * The epilogue adds the bias (staged in shared memory when the unit begins: loaded in the
  * epilogue, every column pair's load stalled the stores behind it, a quarter of the
  * consumers' time on narrow layers), converts and stores from the accumulators while the ring
@@ -92,16 +97,17 @@ __device__ static __forceinline__ mk_unit mk_unit_of(const imp_args &p, int64_t 
   return w;
 }
 
-/* The unit of this CTA's k-th round, or -1 past the last: the grid deals rounds of
- * gridDim.x units, to the CTAs in order. With the plan's tile order the units come most
- * offsets (stages) first, and odd rounds go to the CTAs in reverse, so a CTA dealt a long
- * one in one round is dealt a short one in the next; only the last round can leave a CTA
- * without a unit. On the
- * suite S shells, taking a unit's time as its tile's offset count plus one, the busiest
- * multiprocessor's share falls from 1.25x the mean (units in row order, blockIdx.x +
- * gridDim.x k) to 1.10x at RES 64, and from 1.19x to 1.04x at RES 128 (bench/NOTES.md). */
-__device__ static __forceinline__ int64_t mk_unit_at(const imp_args &p, int64_t k, int64_t units) {
-  const int64_t g = gridDim.x, u = k * g + (k & 1 && p.tile_order ? g - 1 - blockIdx.x : blockIdx.x);
+/* The unit of pipeline `pipe` of this CTA's k-th round, or -1 past the last: the grid's
+ * pipelines (`pipes` a CTA, see mk_body) are dealt rounds of one unit each, in order. With the plan's tile order
+ * the units come most offsets (stages) first, and odd rounds go to the pipelines in
+ * reverse, so a pipeline dealt a long one in one round is dealt a short one in the next;
+ * only the last round can leave a pipeline without a unit. On the suite S shells, taking a
+ * unit's time as its tile's offset count plus one, the busiest multiprocessor's share falls
+ * from 1.25x the mean (units in row order) to 1.10x at RES 64, and from 1.19x to
+ * 1.04x at RES 128 (bench/NOTES.md). */
+__device__ static __forceinline__ int64_t mk_unit_at(const imp_args &p, int64_t k, int64_t units, int pipes, int pipe) {
+  const int64_t g = (int64_t)gridDim.x * pipes, b = (int64_t)blockIdx.x * pipes + pipe;
+  const int64_t u = k * g + (k & 1 && p.tile_order ? g - 1 - b : b);
   return u < units ? u : -1;
 }
 
@@ -118,26 +124,26 @@ __device__ static __forceinline__ void mk_place_offsets(uint32_t m, int16_t *act
 
 /* The producers' tables of the unit whose rows start at m0, built in place: rowid, act (the
  * active offsets, ascending) and, for at most MK_GTAB of them, gtab (as tile_gtab). Returns
- * the offset count to every producer thread (tid of pt); ends with a named barrier, after
- * which the tables are everyone's. One mask word: thread i places offset i; more: thread 0
+ * the offset count to every producer thread (tid of pt); ends with named barrier bar (over
+ * the pt threads), after which the tables are everyone's. One mask word: thread i places offset i; more: thread 0
  * walks them and n_act passes the count on. */
 __device__ static __forceinline__ int mk_tables(const imp_args &p, int64_t m0, int32_t *rowid, int16_t *act, int *n_act,
-                                                int32_t *gtab, int tid, int pt) {
+                                                int32_t *gtab, int tid, int pt, int bar) {
   tile_rows(p, m0, MK_BM, rowid, tid, pt);
   int na;
   if (p.K <= 32) {
     const uint32_t m = tile_mask_word(p, m0, MK_BM, 0);
     mk_place_offsets(m, act, tid);
     na = __popc(m);
-    vc_named_barrier(2, pt);
+    vc_named_barrier(bar, pt);
   } else {
     if (tid == 0) *n_act = tile_offsets(p, m0, MK_BM, act);
-    vc_named_barrier(2, pt);
+    vc_named_barrier(bar, pt);
     na = *n_act;
   }
   if (na <= MK_GTAB) {
     tile_gtab(p, rowid, act, na, MK_BM, gtab, tid, pt);
-    vc_named_barrier(2, pt);
+    vc_named_barrier(bar, pt);
   }
   return na;
 }
@@ -178,72 +184,83 @@ __device__ static __forceinline__ int mk_ahead_gtab(const imp_args &p, uint32_t 
 #endif
 
 /* p: the pass's arguments with nsplit and n_tiles set; part, cnt: the split partials and
- * their per-tile arrival counters (zero at launch), unused when nsplit == 1. */
+ * their per-tile arrival counters (zero at launch), unused when nsplit == 1. np: producer
+ * warpgroups; pipes: 1, or 2 (np == 2): the CTA runs two pipelines, producer and consumer
+ * warpgroup g working on units of their own through half the ring each. */
 __device__ static __forceinline__ void mk_body(const imp_args &args, const CUtensorMap *bmap, float *part, int *cnt,
-                                               const int mode, const int dt, const int bn, const int kb, const int np) {
+                                               const int mode, const int dt, const int bn, const int kb, const int np,
+                                               const int pipes) {
 #ifdef VC_SM90A
   const bool b_kmajor = mk_b_kmajor(mode, dt);
   const int a_tile = MK_A_TILE(kb), b_tile = MK_B_TILE(bn, kb, b_kmajor);
-  const int st = MK_STAGES(bn, kb, b_kmajor), pt = 128 * np; /* stages, producer threads */
+  const int pt = 128 * np;                                    /* producer threads */
+  const int st = MK_STAGES(bn, kb, b_kmajor) / pipes;         /* a pipeline's stages */
+  const int npp = np / pipes, tpp = 128 * npp, cpp = 256 / pipes; /* a pipeline's producer warpgroups, threads, consumer threads */
   imp_args p = args;
   p.dt = dt; /* nothing below reads p.dt, but without this line the generated code differs
               * and measured a little slower in training (suite L 12.38 against 12.23 ms,
               * within run-to-run spread; bench/NOTES.md session 10) */
   extern __shared__ __align__(16) uint8_t mk_smem[];
   /* the producers' per-unit tables (rows, active offsets, their gather rows), two of each:
-   * the unit's and the next unit's */
+   * the unit's and the next unit's, or each pipeline's */
   __shared__ int32_t rowid[2][MK_BM];
   __shared__ int16_t act[2][MAX_K];
   __shared__ int32_t gtab[2][MK_GTAB * GTAB_STRIDE(MK_BM)];
-  __shared__ int n_act, last;
-  __shared__ float sbias[2][256]; /* the unit's bias columns, by unit parity */
-  /* full: one producer warpgroup's cp.async arrivals + its TMA issuer's */
-  const hp_ring ring = hp_ring_init(mk_smem, st, a_tile, b_tile, 128 + 1);
-  const uint32_t sA = ring.a, sB = ring.b, full = ring.full, empty = ring.empty;
+  __shared__ int n_act[2], last[2];
+  __shared__ float sbias[2][256]; /* the unit's bias columns, by unit parity (each pipeline's half) */
   const int wg = hp_warpgroup();
+  const int pipe = pipes == 1 ? 0 : wg < np ? wg : wg - np;
+  /* full: one producer warpgroup's cp.async arrivals + its TMA issuer's; empty: the warps of
+   * the consumers that read the slot */
+  const hp_ring ring = hp_ring_from(hp_ring_init(mk_smem, st * pipes, a_tile, b_tile, 128 + 1, 8 / pipes), pipe * st,
+                                    a_tile, b_tile);
+  const uint32_t sA = ring.a, sB = ring.b, full = ring.full, empty = ring.empty;
   const int es = dt == VC_DTYPE_F32 ? 4 : 2, bk = mk_bk(dt, kb); /* element bytes, values a stage row */
   const int nkc = (int)((p.c_red + bk - 1) / bk);
   const int64_t units = (p.rows + MK_BM - 1) / MK_BM * p.n_tiles * p.nsplit;
 
   if (wg < np) { /* ---- producers ---- */
     hp_producer_regs();
-    /* Each producer warpgroup issues every np-th stage of the CTA, alone (a stage's full
-     * barrier counts one warpgroup's arrivals): the producers are issue-bound (ncu, dec4.a
-     * forward: ~95 instructions a warp a stage at ~7 cycles each, 2 warps a scheduler), and a
-     * stage's fixed costs (slot wait, offset, counters, arrival) then fall on 4 warps, not 8.
-     * Thread gt of its warpgroup copies 16-byte chunk q of rows m0 + MR h of its stages; the
-     * swizzle only depends on m % 8, so the destinations are one base + kb MR h. A row's
-     * source is one 32 x 32 -> 64-bit multiply-add (row x pitch + the stage's channel base). */
+    /* Each producer warpgroup issues every npp-th stage of its pipeline, alone (a stage's
+     * full barrier counts one warpgroup's arrivals): the producers are issue-bound (ncu,
+     * dec4.a forward: ~95 instructions a warp a stage at ~7 cycles each, 2 warps a
+     * scheduler), and a stage's fixed costs (slot wait, offset, counters, arrival) then fall
+     * on 4 warps, not 8. Thread gt of its warpgroup copies 16-byte chunk q of rows m0 + MR h
+     * of its stages; the swizzle only depends on m % 8, so the destinations are one base +
+     * kb MR h. A row's source is one 32 x 32 -> 64-bit multiply-add (row x pitch + the
+     * stage's channel base). */
     const int CH = kb / 16, MR = 128 / CH; /* chunks a row, rows one pass of a warpgroup covers */
-    const int tid = threadIdx.x, grp = np == 1 ? 0 : wg, gt = tid & 127, q = gt % CH, m0 = gt / CH;
+    const int tid = threadIdx.x & (tpp - 1), grp = npp == 1 ? 0 : wg, gt = tid & 127, q = gt % CH, m0 = gt / CH;
+    const int bar = 2 + pipe; /* the pipeline's producers' named barrier */
     const uint32_t dst0 = sA + vc_sw(kb, m0, q);
     const char *a_src = (const char *)p.a_src;
     const uint32_t a_pitch = (uint32_t)(p.c_red * es); /* bytes of a gathered row */
-    int64_t g = 0; /* stages issued by this CTA */
-    /* A unit's tables are built while the unit before it issues its stages, into the other
-     * buffer (K <= 32): its rows and mask word are loaded when that unit starts, its offsets
-     * placed and its gather table copied by cp.async after that unit's first 2 np stages,
-     * and the copies land by that unit's end. So a unit begins with its tables ready: no
-     * global latency and one named barrier between units (ncu, dec4.a forward: the set-up
-     * in line was ~40 % of the producers' samples). The first unit, and every unit with K >
-     * 32, build theirs in place. */
-    int na = 0; /* the unit's active offsets */
-    int ub = 0; /* its table buffer */
-    for (int64_t k = 0, u = mk_unit_at(p, 0, units); u >= 0; u = mk_unit_at(p, ++k, units), ub ^= 1) {
+    int64_t g = 0; /* stages issued by this pipeline */
+    /* With one pipeline a unit's tables are built while the unit before it issues its
+     * stages, into the other buffer (K <= 32): its rows and mask word are loaded when that
+     * unit starts, its offsets placed and its gather table copied by cp.async after that
+     * unit's first 2 np stages, and the copies land by that unit's end. So a unit begins with
+     * its tables ready: no global latency and one named barrier between units (ncu, dec4.a
+     * forward: the set-up in line was ~40 % of the producers' samples). The first unit, every
+     * unit with K > 32, and every unit of two pipelines (one buffer each; the other
+     * pipeline's stages fill the ring meanwhile) build theirs in place. */
+    int na = 0;         /* the unit's active offsets */
+    int ub = pipe;      /* its table buffer */
+    for (int64_t k = 0, u = mk_unit_at(p, 0, units, pipes, pipe); u >= 0; u = mk_unit_at(p, ++k, units, pipes, pipe)) {
       const mk_unit w = mk_unit_of(p, u, bn);
-      if (k == 0 || p.K > 32) na = mk_tables(p, w.m0, rowid[ub], act[ub], &n_act, gtab[ub], tid, pt);
+      if (k == 0 || p.K > 32 || pipes == 2) na = mk_tables(p, w.m0, rowid[ub], act[ub], &n_act[ub], gtab[ub], tid, tpp, bar);
       const bool tab = na <= MK_GTAB;
       /* the other buffer was left by every producer at the last unit's end */
-      const int64_t next = mk_unit_at(p, k + 1, units);
-      bool ahead = p.K <= 32 && next >= 0;
+      const int64_t next = mk_unit_at(p, k + 1, units, pipes, pipe);
+      bool ahead = pipes == 1 && p.K <= 32 && next >= 0;
       const uint32_t next_mask = ahead ? mk_ahead_rows(p, mk_unit_of(p, next, bn).m0, rowid[ub ^ 1], tid) : 0;
       int it0, it1;
       mk_range(p, w, na * nkc, &it0, &it1);
       const int n = it1 - it0, n_ahead = min(n, 2 * np);
-      int i = (int)((grp - g % np + np) % np); /* this warpgroup's first stage of the unit */
+      int i = (int)((grp - g % npp + npp) % npp); /* this warpgroup's first stage of the unit */
       int64_t gi = g + i;
       int s = (int)(gi % st), phase = (int)(gi / st & 1), a = (it0 + i) / nkc, kc = (it0 + i) % nkc;
-      for (;; i += np, gi += np) {
+      for (;; i += npp, gi += npp) {
         if (ahead && i >= n_ahead) { /* every producer comes here once (n_ahead <= n) */
           na = mk_ahead_gtab(p, next_mask, rowid[ub ^ 1], act[ub ^ 1], gtab[ub ^ 1], tid, pt);
           ahead = false;
@@ -279,82 +296,100 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
                        "l"(src_k + (uint64_t)(uint32_t)max(row[h], 0) * a_pitch), "r"(ok ? 16 : 0));
         }
         vc_mbar_arrive_cp_async(full + 8 * s);
-        if ((s += np) >= st) s -= st, phase ^= 1;
-        for (kc += np; kc >= nkc; kc -= nkc) a++;
+        if ((s += npp) >= st) s -= st, phase ^= 1;
+        for (kc += npp; kc >= nkc; kc -= nkc) a++;
       }
       g += n;
       /* the next unit's gather table has landed (this thread's copies; the barrier makes it
        * everyone's), and this unit's tables are free */
       VC_CP_ASYNC_WAIT(0);
-      vc_named_barrier(2, pt);
+      vc_named_barrier(bar, tpp);
+      if (pipes == 1) ub ^= 1;
     }
     asm volatile("cp.async.wait_all;\n" ::: "memory"); /* exit with no copy in flight */
   } else { /* ---- consumers ---- */
     hp_consumer_regs(np);
-    const int cw = wg - np, lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, ct = threadIdx.x - pt;
+    /* cw: the consumer warpgroup; with two pipelines it multiplies all 128 rows of its
+     * pipeline's units (nb = 2 blocks of 64), else its 64 of the CTA's units. ct: this
+     * thread among its unit's consumers. */
+    const int cw = wg - np, lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, ct = (threadIdx.x - pt) & (cpp - 1);
+    const int nb = pipes, cbar = pipes == 1 ? 1 : 4 + pipe; /* row blocks, the unit's consumers' named barrier */
     hp_pos pos = {0, 0};
     int par = 1;
-    for (int64_t k = 0, u = mk_unit_at(p, 0, units); u >= 0; u = mk_unit_at(p, ++k, units)) {
+    for (int64_t k = 0, u = mk_unit_at(p, 0, units, pipes, pipe); u >= 0; u = mk_unit_at(p, ++k, units, pipes, pipe)) {
       const mk_unit w = mk_unit_of(p, u, bn);
       /* the unit's bias columns; read after the barrier below, rewritten two units later,
        * after every consumer has passed the next unit's barrier */
       par ^= 1;
-      if (p.bias && ct < bn)
-        sbias[par][ct] = w.n0 + ct < p.n_cols ? vc_load(p.bias, dt, w.n0 + ct) : 0.0f;
-      /* the producers' offset walk, from the same masks; with one mask word, this
-       * warpgroup's 64 rows (one VC_ORDER_BLOCK) skip the offsets none of them meets */
+      float *sb = pipes == 1 ? sbias[par] : sbias[pipe] + 128 * par; /* bn <= 128 with two pipelines */
+      if (p.bias && ct < bn) sb[ct] = w.n0 + ct < p.n_cols ? vc_load(p.bias, dt, w.n0 + ct) : 0.0f;
+      /* the producers' offset walk, from the same masks; with one mask word, each 64 rows
+       * (one VC_ORDER_BLOCK) skip the offsets none of them meets */
       int na = 0;
-      uint32_t uni = 0;
+      uint32_t uni = 0, live[2] = {0u, 0u};
       for (int wd = 0; wd * 32 < p.K; wd++) na += __popc(uni = tile_mask_word(p, w.m0, MK_BM, wd));
       const bool skips = p.K <= 32 && p.blk_mask;
-      const uint32_t live = skips ? tile_mask_word(p, w.m0 + cw * VC_ORDER_BLOCK, VC_ORDER_BLOCK, 0) : 0u;
+#pragma unroll
+      for (int b = 0; b < nb; b++)
+        if (skips) live[b] = tile_mask_word(p, w.m0 + (pipes == 1 ? cw : b) * VC_ORDER_BLOCK, VC_ORDER_BLOCK, 0);
       int it0, it1;
       mk_range(p, w, na * nkc, &it0, &it1);
       float acc[128];
 #pragma unroll
-      for (int i = 0; i < bn / 2; i++) acc[i] = 0.0f;
-      hp_consume(acc, ring, pos, it1 - it0, st, a_tile, b_tile, kb, cw * 64 * kb, bn, dt,
-                 b_kmajor ? HP_KK : HP_KMN, skips ? uni : 0u, live, nkc, it0);
+      for (int i = 0; i < nb * bn / 2; i++) acc[i] = 0.0f;
+      hp_consume(acc, ring, pos, it1 - it0, st, a_tile, b_tile, kb, pipes == 1 ? cw * 64 * kb : 0, bn, dt,
+                 b_kmajor ? HP_KK : HP_KMN, skips ? uni : 0u, live, nb, nkc, it0);
 
-      if (p.bias) vc_named_barrier(1, 256); /* sbias[par] written */
+      if (p.bias) vc_named_barrier(cbar, cpp); /* sb written */
       if (p.nsplit > 1) { /* the tile's last split to finish adds all partials, in split order */
+        /* [bn / 2][256] floats a split: value i of consumer thread ct of row block b at
+         * 256 i + 128 b + ct with two pipelines (ct < 128), 256 i + ct with one */
         float *mine = part + ((w.tile * p.nsplit + w.split) * (bn / 2)) * 256 + ct;
 #pragma unroll
-        for (int i = 0; i < bn / 2; i++) __stcg(mine + i * 256, acc[i]);
+        for (int b = 0; b < nb; b++)
+#pragma unroll
+          for (int i = 0; i < bn / 2; i++) __stcg(mine + i * 256 + 128 * b, acc[b * bn / 2 + i]);
         __threadfence();
-        vc_named_barrier(1, 256);
-        if (ct == 0) last = atomicAdd(cnt + w.tile, 1) == p.nsplit - 1;
-        vc_named_barrier(1, 256);
-        if (!last) continue;
+        vc_named_barrier(cbar, cpp);
+        if (ct == 0) last[pipe] = atomicAdd(cnt + w.tile, 1) == p.nsplit - 1;
+        vc_named_barrier(cbar, cpp);
+        if (!last[pipe]) continue;
         __threadfence();
         /* every partial from the workspace (this unit's too): one fixed order of additions */
         const float *all = part + w.tile * p.nsplit * (bn / 2) * 256 + ct;
 #pragma unroll
-        for (int i = 0; i < bn / 2; i++) acc[i] = __ldcg(all + i * 256);
-        for (int x = 1; x < p.nsplit; x++)
+        for (int b = 0; b < nb; b++) {
 #pragma unroll
-          for (int i = 0; i < bn / 2; i++) acc[i] += __ldcg(all + (x * (bn / 2) + i) * 256);
+          for (int i = 0; i < bn / 2; i++) acc[b * bn / 2 + i] = __ldcg(all + i * 256 + 128 * b);
+          for (int x = 1; x < p.nsplit; x++)
+#pragma unroll
+            for (int i = 0; i < bn / 2; i++) acc[b * bn / 2 + i] += __ldcg(all + (x * (bn / 2) + i) * 256 + 128 * b);
+        }
       }
       /* epilogue: bias, conversion, stores straight from the fragments (the ring is already
        * filling with the next unit's stages) */
-      const int64_t mr = w.m0 + cw * 64 + warp * 16 + (lane >> 2);
-      int32_t orow[2];
 #pragma unroll
-      for (int h = 0; h < 2; h++)
-        orow[h] = mr + 8 * h < p.rows ? (p.order ? p.order[mr + 8 * h] : (int32_t)(mr + 8 * h)) : -1;
+      for (int b = 0; b < nb; b++) {
+        const int64_t mr = w.m0 + (pipes == 1 ? cw : b) * 64 + warp * 16 + (lane >> 2);
+        const float *ab = acc + b * bn / 2;
+        int32_t orow[2];
 #pragma unroll
-      for (int j = 0; j < bn / 8; j++) {
-        const int c = 8 * j + 2 * (lane & 3);
-        const int64_t n = w.n0 + c;
-        const float b0 = p.bias ? sbias[par][c] : 0.0f, b1 = p.bias ? sbias[par][c + 1] : 0.0f;
-        if (n < p.n_cols) /* n_cols % 8 == 0 on the fast path */
+        for (int h = 0; h < 2; h++)
+          orow[h] = mr + 8 * h < p.rows ? (p.order ? p.order[mr + 8 * h] : (int32_t)(mr + 8 * h)) : -1;
 #pragma unroll
-          for (int h = 0; h < 2; h++) {
-            const float v0 = acc[4 * j + 2 * h] + b0, v1 = acc[4 * j + 2 * h + 1] + b1;
-            if (orow[h] < 0) continue;
-            if (dt == VC_DTYPE_F32) *(float2 *)((float *)p.out + (int64_t)orow[h] * p.n_cols + n) = make_float2(v0, v1);
-            else *(uint32_t *)((uint16_t *)p.out + (int64_t)orow[h] * p.n_cols + n) = vc_pack2(dt, v0, v1);
-          }
+        for (int j = 0; j < bn / 8; j++) {
+          const int c = 8 * j + 2 * (lane & 3);
+          const int64_t n = w.n0 + c;
+          const float b0 = p.bias ? sb[c] : 0.0f, b1 = p.bias ? sb[c + 1] : 0.0f;
+          if (n < p.n_cols) /* n_cols % 8 == 0 on the fast path */
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+              const float v0 = ab[4 * j + 2 * h] + b0, v1 = ab[4 * j + 2 * h + 1] + b1;
+              if (orow[h] < 0) continue;
+              if (dt == VC_DTYPE_F32) *(float2 *)((float *)p.out + (int64_t)orow[h] * p.n_cols + n) = make_float2(v0, v1);
+              else *(uint32_t *)((uint16_t *)p.out + (int64_t)orow[h] * p.n_cols + n) = vc_pack2(dt, v0, v1);
+            }
+        }
       }
     }
   }
@@ -363,28 +398,34 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
 #endif
 }
 
-#define MK_KERNEL(name, mode, dt, bn, kb)                                                                 \
+#define MK_KERNEL(name, mode, dt, bn, kb, pipes)                                                          \
   __global__ void __launch_bounds__(HP_THREADS(HP_NP(bn)), 1)                                              \
       name(const imp_args p, const __grid_constant__ CUtensorMap bmap, float *part, int *cnt) {             \
-    mk_body(p, &bmap, part, cnt, mode, dt, bn, kb, HP_NP(bn));                                             \
+    mk_body(p, &bmap, part, cnt, mode, dt, bn, kb, HP_NP(bn), pipes);                                      \
   }
-#define MK_KERNELS(bn, kb)                                                      \
-  MK_KERNEL(k_mk_fwd_f16_##bn##_##kb, MODE_FWD, VC_DTYPE_F16, bn, kb)           \
-  MK_KERNEL(k_mk_fwd_bf16_##bn##_##kb, MODE_FWD, VC_DTYPE_BF16, bn, kb)         \
-  MK_KERNEL(k_mk_fwd_tf32_##bn##_##kb, MODE_FWD, VC_DTYPE_F32, bn, kb)          \
-  MK_KERNEL(k_mk_dgrad_f16_##bn##_##kb, MODE_DGRAD, VC_DTYPE_F16, bn, kb)       \
-  MK_KERNEL(k_mk_dgrad_bf16_##bn##_##kb, MODE_DGRAD, VC_DTYPE_BF16, bn, kb)     \
-  MK_KERNEL(k_mk_dgrad_tf32_##bn##_##kb, MODE_DGRAD, VC_DTYPE_F32, bn, kb)
-#define MK_WIDTHS(kb) MK_KERNELS(64, kb) MK_KERNELS(96, kb) MK_KERNELS(128, kb) MK_KERNELS(256, kb)
+#define MK_KERNELS(bn, kb, pipes, sfx)                                                         \
+  MK_KERNEL(k_mk_fwd_f16_##bn##_##kb##sfx, MODE_FWD, VC_DTYPE_F16, bn, kb, pipes)             \
+  MK_KERNEL(k_mk_fwd_bf16_##bn##_##kb##sfx, MODE_FWD, VC_DTYPE_BF16, bn, kb, pipes)           \
+  MK_KERNEL(k_mk_fwd_tf32_##bn##_##kb##sfx, MODE_FWD, VC_DTYPE_F32, bn, kb, pipes)            \
+  MK_KERNEL(k_mk_dgrad_f16_##bn##_##kb##sfx, MODE_DGRAD, VC_DTYPE_F16, bn, kb, pipes)         \
+  MK_KERNEL(k_mk_dgrad_bf16_##bn##_##kb##sfx, MODE_DGRAD, VC_DTYPE_BF16, bn, kb, pipes)       \
+  MK_KERNEL(k_mk_dgrad_tf32_##bn##_##kb##sfx, MODE_DGRAD, VC_DTYPE_F32, bn, kb, pipes)
+#define MK_WIDTHS(kb) \
+  MK_KERNELS(64, kb, 1, ) MK_KERNELS(96, kb, 1, ) MK_KERNELS(128, kb, 1, ) MK_KERNELS(256, kb, 1, )
 MK_WIDTHS(128)
 MK_WIDTHS(64)
+/* Two pipelines: 64-wide tiles of 128-byte stages only. With 64-byte stages ptxas
+ * serialises the wgmma of the two row blocks (its accumulators are defined between them). */
+MK_KERNELS(64, 128, 2, _p2)
 
 typedef void (*mk_kernel)(const imp_args, const CUtensorMap, float *, int *);
-/* The tile table: [variant][kb 128, 64][dgrad][f16, bf16, tf32], variant i has BN = mk_bn[i]. */
+/* The tile table: [pipes - 1][variant][kb 128, 64][dgrad][f16, bf16, tf32], variant i has
+ * BN = mk_bn[i]; two pipelines for BN = 64 and 128-byte stages only (mk_pipes). */
 static const int mk_bn[MK_NBN] = {64, 96, 128, 256};
-#define MK_DT(m, bn, kb) {k_mk_##m##_f16_##bn##_##kb, k_mk_##m##_bf16_##bn##_##kb, k_mk_##m##_tf32_##bn##_##kb}
-#define MK_ROW(bn) {{MK_DT(fwd, bn, 128), MK_DT(dgrad, bn, 128)}, {MK_DT(fwd, bn, 64), MK_DT(dgrad, bn, 64)}}
-static const mk_kernel mk_kernels[MK_NBN][2][2][3] = {MK_ROW(64), MK_ROW(96), MK_ROW(128), MK_ROW(256)};
+#define MK_DT(m, bn, kb, sfx) {k_mk_##m##_f16_##bn##_##kb##sfx, k_mk_##m##_bf16_##bn##_##kb##sfx, k_mk_##m##_tf32_##bn##_##kb##sfx}
+#define MK_ROW(bn, sfx) {{MK_DT(fwd, bn, 128, sfx), MK_DT(dgrad, bn, 128, sfx)}, {MK_DT(fwd, bn, 64, sfx), MK_DT(dgrad, bn, 64, sfx)}}
+static const mk_kernel mk_kernels[2][MK_NBN][2][2][3] = {{MK_ROW(64, ), MK_ROW(96, ), MK_ROW(128, ), MK_ROW(256, )},
+                                                         {{{MK_DT(fwd, 64, 128, _p2), MK_DT(dgrad, 64, 128, _p2)}}}};
 #undef MK_ROW
 #undef MK_DT
 
@@ -436,6 +477,21 @@ static mk_shape mk_shape_of(const vc_cuda_state *cs, int64_t rows, int64_t n_col
     while (sh.v > 0 && 2 * mk_tiles(row_tiles, n_cols, sh.v) <= cs->n_sm) sh.v--;
   sh.tiles = mk_tiles(row_tiles, n_cols, sh.v);
   return sh;
+}
+
+/* Pipelines a CTA (mk_body): for 64-wide tiles of 128-byte stages (the only shape with a
+ * two-pipeline kernel) VOXCONV_MASKED_PIPES's, else two where a call deals at least
+ * MK_PIPES_UNITS units a multiprocessor. There a unit is short (RES
+ * 1024 of suite S, C = 64: ~16 stages) and its set-up and epilogue, which wait on global
+ * loads and stores, are a large share of it: with two pipelines each one's waits overlap
+ * the other's stages. Measured (bench/NOTES.md, session 17): RES 1024 forward 2.00 -> 1.88
+ * ms; with every tile of at most 128 columns on two pipelines RES 512 (128-wide tiles, 3
+ * stages a pipeline) and suite L ran slower. */
+#define MK_PIPES_UNITS 64
+static int mk_pipes(const vc_cuda_state *cs, int bn, int kb, int64_t units) {
+  if (bn != 64 || kb != 128) return 1;
+  if (cs->masked_pipes) return cs->masked_pipes;
+  return kb == 128 && units >= (int64_t)MK_PIPES_UNITS * cs->n_sm ? 2 : 1;
 }
 
 /* Workspace: tf32 dgrad's transposed weight, then partials [tile][split][bn / 2][256] in
@@ -567,10 +623,12 @@ vc_status vc_cuda_masked_run(vc_context *ctx, const imp_args &args, int variant,
     VC_CUDA_TRY(ctx, cudaMemsetAsync(cnt, 0, (size_t)sh.tiles * 4, s));
   }
   /* persistent: one CTA a multiprocessor, dealt units by mk_unit_at */
-  const int64_t units = sh.tiles * sh.nsplit, grid = units < cs->n_sm ? units : cs->n_sm;
-  if (!vc_cuda_tile_order_used(units, cs->n_sm)) q.tile_order = NULL;
   const int kb = mk_kb(q.c_red, q.dt);
-  mk_kernels[sh.v][kb == 64][q.mode == MODE_DGRAD][vc_cuda_dt_index(q.dt)]<<<
+  const int64_t units = sh.tiles * sh.nsplit;
+  const int pipes = mk_pipes(cs, bn, kb, units);
+  const int64_t grid = (units + pipes - 1) / pipes < cs->n_sm ? (units + pipes - 1) / pipes : cs->n_sm;
+  if (!vc_cuda_tile_order_used(units, cs->n_sm)) q.tile_order = NULL;
+  mk_kernels[pipes - 1][sh.v][kb == 64][q.mode == MODE_DGRAD][vc_cuda_dt_index(q.dt)]<<<
       (unsigned)grid, HP_THREADS(HP_NP(bn)), MK_SMEM(bn, kb, mk_b_kmajor(q.mode, q.dt)), s>>>(q, map, part, cnt);
   VC_CUDA_TRY(ctx, cudaGetLastError());
   return VC_OK;
@@ -583,11 +641,13 @@ vc_status vc_cuda_masked_init(vc_context *ctx) {
   if (found != cudaDriverEntryPointSuccess || !st->encode_tiled)
     return vc_fail(ctx, VC_ERR_DEVICE, "vc_context_create: the driver has no cuTensorMapEncodeTiled");
   static const int dts[3] = {VC_DTYPE_F16, VC_DTYPE_BF16, VC_DTYPE_F32}; /* vc_cuda_dt_index order */
-  for (int v = 0; v < MK_NBN; v++)
-    for (int k = 0; k < 2; k++)
-      for (int m = 0; m < 2; m++)
-        for (int d = 0; d < 3; d++)
-          VC_CUDA_TRY(ctx, cudaFuncSetAttribute(mk_kernels[v][k][m][d], cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                MK_SMEM(mk_bn[v], k ? 64 : 128, mk_b_kmajor(m ? MODE_DGRAD : MODE_FWD, dts[d]))));
+  for (int pp = 0; pp < 2; pp++)
+    for (int v = 0; v < MK_NBN; v++)
+      for (int k = 0; k < 2; k++)
+        for (int m = 0; m < 2; m++)
+          for (int d = 0; d < 3; d++)
+            if (mk_kernels[pp][v][k][m][d])
+              VC_CUDA_TRY(ctx, cudaFuncSetAttribute(mk_kernels[pp][v][k][m][d], cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                    MK_SMEM(mk_bn[v], k ? 64 : 128, mk_b_kmajor(m ? MODE_DGRAD : MODE_FWD, dts[d]))));
   return VC_OK;
 }

@@ -8,7 +8,8 @@
  * kb-byte swizzled, MN-major ones 128-byte swizzled in atoms 64 kb bytes apart (see
  * ptx/wgmma.cuh), in a 192 KB ring. Producer warpgroup g issues stages g, g + np, ...
  * alone. Slot s's `full` barrier completes when that warpgroup's copies of the stage have
- * landed; its `empty` barrier when the 8 consumer warps have retired the wgmma that read
+ * landed; its `empty` barrier when the consumer warps that read it (8, or 4 where a CTA
+ * runs two pipelines on half the ring each: masked.cu) have retired the wgmma that read
  * it. */
 #ifndef VC_CUDA_HOPPER_RING_CUH
 #define VC_CUDA_HOPPER_RING_CUH
@@ -44,19 +45,28 @@ typedef struct hp_ring {
 
 #ifdef VC_SM90A
 /* Lays the ring out in dynamic shared memory and initialises its barriers (full expects
- * `arrivals` arrivals, empty one per consumer warp); every thread of the CTA calls it. */
-__device__ static __forceinline__ hp_ring hp_ring_init(uint8_t *smem, int st, int a_tile, int b_tile, int arrivals) {
+ * `arrivals` arrivals, empty one per consumer warp that reads a slot: `readers`); every
+ * thread of the CTA calls it. */
+__device__ static __forceinline__ hp_ring hp_ring_init(uint8_t *smem, int st, int a_tile, int b_tile, int arrivals,
+                                                       int readers) {
   hp_ring r;
   r.a = (vc_smem_addr(smem) + 1023) & ~1023u, r.b = r.a + st * a_tile;
   r.full = r.b + st * b_tile, r.empty = r.full + 8 * st;
   if (threadIdx.x == 0) {
     for (int s = 0; s < st; s++) {
       vc_mbar_init(r.full + 8 * s, arrivals);
-      vc_mbar_init(r.empty + 8 * s, 8);
+      vc_mbar_init(r.empty + 8 * s, readers);
     }
     vc_mbar_init_fence();
   }
   __syncthreads();
+  return r;
+}
+
+/* The ring seen from slot s0: slots s0, s0 + 1, ... of r are its 0, 1, ... (a CTA that
+ * runs two pipelines gives each its half). */
+__device__ static __forceinline__ hp_ring hp_ring_from(hp_ring r, int s0, int a_tile, int b_tile) {
+  r.a += s0 * a_tile, r.b += s0 * b_tile, r.full += 8 * s0, r.empty += 8 * s0;
   return r;
 }
 
@@ -105,17 +115,19 @@ typedef struct hp_pos {
  * (a_off bytes into the A tile) by the whole B tile into acc, kb / 32 K steps a stage (kb:
  * the stage's bytes of reduction values a row, as above), keeps one wgmma group in
  * flight and hands each slot back once the group that read it has retired. Ends with no
- * wgmma pending and every slot it read handed back.
+ * wgmma pending and every slot it read handed back. nb (1 or 2, compile-time) is the
+ * number of 64-row blocks the warpgroup multiplies: block b's rows are 64 b further into
+ * the A tile and its accumulators are acc + b bn / 2.
  *
  * Skipping (uni != 0): the stages walk the set bits of uni (offsets), nkc stages each,
- * starting at stage it0 of that walk; a stage whose offset is not in `live` (none of this
- * warpgroup's rows meet it, so its A rows are the producers' zeros) issues no wgmma. Its
- * slot is still waited for (its copies must land before the slot is reused) and handed
- * back at once, after the group in flight: a slot held across skips could be the one the
- * producers wait for. */
+ * starting at stage it0 of that walk; block b issues no wgmma for a stage whose offset is
+ * not in live[b] (none of its rows meets it, so its A rows are the producers' zeros). A
+ * stage no block multiplies is still waited for (its copies must land before the slot is
+ * reused) and handed back at once, after the group in flight: a slot held across skips
+ * could be the one the producers wait for. */
 __device__ static __forceinline__ void hp_consume(float *acc, const hp_ring &r, hp_pos &pos, int n_it, int st,
                                                   int a_tile, int b_tile, int kb, uint32_t a_off, int bn, int dt, int layout,
-                                                  uint32_t uni, uint32_t live, int nkc, int it0) {
+                                                  uint32_t uni, const uint32_t *live, int nb, int nkc, int it0) {
   const int lane = threadIdx.x & 31;
   /* Slot 0's descriptors; a descriptor's address field is linear (16-byte units, 14 bits
    * hold any shared address), so a slot's and a K step's are these plus their offsets:
@@ -124,6 +136,7 @@ __device__ static __forceinline__ void hp_consume(float *acc, const hp_ring &r, 
   const uint64_t da0 = layout == HP_MNMN ? vc_wgmma_desc_mn(r.a + a_off, 64 * kb) : vc_wgmma_desc_k(r.a + a_off, kb);
   const uint64_t db0 = layout == HP_KK ? vc_wgmma_desc_k(r.b, kb) : vc_wgmma_desc_mn(r.b, 64 * kb);
   const uint32_t a_step = (layout == HP_MNMN ? 2048 : 32) >> 4, b_step = (layout == HP_KK ? 32 : 2048) >> 4;
+  const uint32_t a_blk = (uint32_t)(64 * kb) >> 4; /* the next 64 rows of a K-major A tile */
   int s = pos.s, phase = pos.phase, prev = -1, kc = 0;
   uint32_t rem = uni;
   if (uni) {
@@ -131,14 +144,18 @@ __device__ static __forceinline__ void hp_consume(float *acc, const hp_ring &r, 
     kc = it0 % nkc;
   }
   for (int it = 0; it < n_it; it++) {
-    const bool on = !uni || (live >> (__ffs(rem) - 1) & 1);
+    const uint32_t bit = uni ? 1u << (__ffs(rem) - 1) : 0u;
+    const bool on0 = !uni || (live[0] & bit), on1 = nb == 2 && (!uni || (live[nb - 1] & bit));
     vc_mbar_wait(r.full + 8 * s, phase);
-    if (on) {
+    if (on0 || on1) {
       vc_fence_proxy_async(); /* the cp.async (generic proxy) writes, seen here, to wgmma */
       vc_wgmma_fence();
       const uint64_t da = da0 + (uint32_t)(s * a_tile >> 4), db = db0 + (uint32_t)(s * b_tile >> 4);
 #pragma unroll
-      for (int kk = 0; kk < kb / 32; kk++) hp_mma(acc, bn, dt, layout, da + kk * a_step, db + kk * b_step);
+      for (int kk = 0; kk < kb / 32; kk++) {
+        if (on0) hp_mma(acc, bn, dt, layout, da + kk * a_step, db + kk * b_step);
+        if (on1) hp_mma(acc + bn / 2, bn, dt, layout, da + a_blk + kk * a_step, db + kk * b_step);
+      }
       vc_wgmma_commit();
       VC_WGMMA_WAIT(1); /* the group of the previous issued stage has retired: its slot goes back */
       if (prev >= 0 && lane == 0) vc_mbar_arrive(r.empty + 8 * prev);
@@ -157,7 +174,7 @@ __device__ static __forceinline__ void hp_consume(float *acc, const hp_ring &r, 
   VC_WGMMA_WAIT(0);
   if (prev >= 0 && lane == 0) vc_mbar_arrive(r.empty + 8 * prev);
 #pragma unroll
-  for (int i = 0; i < bn / 2; i++) vc_reg_fence(acc[i]);
+  for (int i = 0; i < nb * bn / 2; i++) vc_reg_fence(acc[i]);
   pos.s = s, pos.phase = phase;
 }
 #endif

@@ -172,7 +172,7 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
   const bool co2 = p.co - m0 > 64; /* the tile's output channels reach its second 64 */
   if (form == WR_ADD && n_it == 0) return; /* nothing to add (a slice, or dW, would need its zeros) */
 
-  const hp_ring ring = hp_ring_init(wr_smem, st, WR_A_TILE, WR_B_TILE(bn), 128); /* one warpgroup's cp.async arrivals */
+  const hp_ring ring = hp_ring_init(wr_smem, st, WR_A_TILE, WR_B_TILE(bn), 128, 8); /* one warpgroup's cp.async arrivals; both consumers read a slot */
   const uint32_t sA = ring.a, sB = ring.b, full = ring.full, empty = ring.empty;
   const int wg = hp_warpgroup();
 
@@ -261,8 +261,9 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
     /* Consumer 1 of a tile whose output channels end within the first 64 (C = 64 layers)
      * skips every wgmma (one offset, never live, that never ends): its rows are zeros. */
     const bool idle = cw == 1 && !co2;
+    const uint32_t never = 0u;
     hp_consume(acc, ring, pos, n_it, st, WR_A_TILE, WR_B_TILE(bn), 128, cw * HP_ATOM, bn, dt, HP_MNMN, idle ? 1u : 0u,
-               0u, idle ? 1 << 30 : 1, 0);
+               &never, 1, idle ? 1 << 30 : 1, 0);
     /* the fragment: row = output channel, column = input channel */
     const int64_t kci = (int64_t)p.K * p.ci;
     if (form == WR_ADD) {
