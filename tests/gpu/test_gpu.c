@@ -712,7 +712,7 @@ static void masked_passes(vc_context *ctx, const plan_pair *pp, conv_data *cd, c
     snprintf(what, sizeof what, "%s %s ci=%lld co=%lld masked BN=%s split=%s%s%s%s %s", pp->what,
              a.dtype == VC_DTYPE_F32 ? "f32+tf32" : vc_dtype_name(a.dtype), (long long)a.in_channels,
              (long long)a.out_channels, cfg[0], cfg[1] ? cfg[1] : "auto", cfg[2] ? " deterministic" : "",
-             cfg[3] ? " wgrad=rows" : "", cfg[4] ? " pipes=2" : "", vc_pass_name(pass));
+             cfg[3] ? " wgrad=rows" : "", cfg[4] ? " pipes=2 asked" : "", vc_pass_name(pass));
     run_checked(ctx, pp->gpu, cd, &a, (vc_pass)pass, what);
   }
 }
@@ -722,7 +722,9 @@ static void masked_passes(vc_context *ctx, const plan_pair *pp, conv_data *cd, c
  * some splits without stages; wgrad's chunks then add their partials with reductions, and
  * in the VOXCONV_DETERMINISTIC context as ordered slices); the wgrad's rows form
  * (VOXCONV_MASKED_WGRAD=rows) in three of those configurations; BN 64 on two pipelines a CTA
- * (VOXCONV_MASKED_PIPES=2, where the stages are 128-byte), unsplit and split: all passes of a submanifold and a
+ * (VOXCONV_MASKED_PIPES=2: the passes whose stages are 128-byte, i.e. all but the 16-bit
+ * forward of 24 and 16 channels, run on two; split 3 gives a pipeline several units in a
+ * row, unsplit one at most), unsplit and split: all passes of a submanifold and a
  * strided plan in f16, bf16 and tf32, with enough rows and channels for several row and
  * column tiles and reduction tails, and both stage depths (64-byte stages where the
  * reduction's channels fit in 64 bytes: the forward of 24 channels in f16 and of 16 in f16

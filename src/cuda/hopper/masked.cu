@@ -63,8 +63,9 @@
 #define MK_AUTO_SPLIT 8
 #define MK_MIN_SPLIT_STAGES 8 /* reduction stages a split has at least (of the K offsets) */
 #define MK_NBN 4              /* tile widths: mk_bn */
-/* Offsets a unit's gather table holds: two tables (the unit's and the next's) of 27 x 129
- * words fit beside the 192 KB ring; tiles meeting more read the map directly. */
+/* Offsets a unit's gather table holds: two tables (the unit's and the next's, or each
+ * pipeline's) of 27 x 129 words fit beside the 192 KB ring; tiles meeting more read the map
+ * directly. */
 #define MK_GTAB 27
 
 /* Bytes of reduction values a stage row holds for c_red channels of dtype dt: 64 where all
@@ -401,6 +402,9 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
 #define MK_KERNEL(name, mode, dt, bn, kb, pipes)                                                          \
   __global__ void __launch_bounds__(HP_THREADS(HP_NP(bn)), 1)                                              \
       name(const imp_args p, const __grid_constant__ CUtensorMap bmap, float *part, int *cnt) {             \
+    static_assert((pipes) == 1 || (HP_NP(bn) == 2 && MK_STAGES(bn, kb, true) % 2 == 0 &&                   \
+                                   MK_STAGES(bn, kb, false) % 2 == 0 && (bn) <= 128),                       \
+                  "two pipelines need two producer warpgroups, an even ring and BN <= 128");                \
     mk_body(p, &bmap, part, cnt, mode, dt, bn, kb, HP_NP(bn), pipes);                                      \
   }
 #define MK_KERNELS(bn, kb, pipes, sfx)                                                         \
@@ -415,7 +419,10 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
 MK_WIDTHS(128)
 MK_WIDTHS(64)
 /* Two pipelines: 64-wide tiles of 128-byte stages only. With 64-byte stages ptxas
- * serialises the wgmma of the two row blocks (its accumulators are defined between them). */
+ * serialises the wgmma of the two row blocks (its accumulators are defined between them);
+ * here it injects warpgroup.arrive between the conditional wgmma of the two blocks (ptxas
+ * info C7519), a cost inside the times measured (bench/NOTES.md, session 17). The runtime barrier ids (2 + pipe,
+ * 4 + pipe) reserve all 16 named barriers, harmless at one CTA a multiprocessor. */
 MK_KERNELS(64, 128, 2, _p2)
 
 typedef void (*mk_kernel)(const imp_args, const CUtensorMap, float *, int *);
@@ -491,7 +498,7 @@ static mk_shape mk_shape_of(const vc_cuda_state *cs, int64_t rows, int64_t n_col
 static int mk_pipes(const vc_cuda_state *cs, int bn, int kb, int64_t units) {
   if (bn != 64 || kb != 128) return 1;
   if (cs->masked_pipes) return cs->masked_pipes;
-  return kb == 128 && units >= (int64_t)MK_PIPES_UNITS * cs->n_sm ? 2 : 1;
+  return units >= (int64_t)MK_PIPES_UNITS * cs->n_sm ? 2 : 1;
 }
 
 /* Workspace: tf32 dgrad's transposed weight, then partials [tile][split][bn / 2][256] in
