@@ -420,9 +420,10 @@ MK_WIDTHS(128)
 MK_WIDTHS(64)
 /* Two pipelines: 64-wide tiles of 128-byte stages only. With 64-byte stages ptxas
  * serialises the wgmma of the two row blocks (its accumulators are defined between them);
- * here it injects warpgroup.arrive between the conditional wgmma of the two blocks (ptxas
- * info C7519), a cost inside the times measured (bench/NOTES.md, session 17). The runtime barrier ids (2 + pipe,
- * 4 + pipe) reserve all 16 named barriers, harmless at one CTA a multiprocessor. */
+ * here it still injects a few warpgroup.arrive (ptxas info C7519; 4 a kernel with one
+ * branch a stage in hp_consume, 9 with one a wgmma), a cost inside the times measured
+ * (bench/NOTES.md, session 17). The runtime barrier ids (2 + pipe, 4 + pipe) reserve all
+ * 16 named barriers, harmless at one CTA a multiprocessor. */
 MK_KERNELS(64, 128, 2, _p2)
 
 typedef void (*mk_kernel)(const imp_args, const CUtensorMap, float *, int *);

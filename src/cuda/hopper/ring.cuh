@@ -151,10 +151,20 @@ __device__ static __forceinline__ void hp_consume(float *acc, const hp_ring &r, 
       vc_fence_proxy_async(); /* the cp.async (generic proxy) writes, seen here, to wgmma */
       vc_wgmma_fence();
       const uint64_t da = da0 + (uint32_t)(s * a_tile >> 4), db = db0 + (uint32_t)(s * b_tile >> 4);
+      /* one branch a stage: a branch around each wgmma made ptxas put a warpgroup.arrive
+       * between them (info C7519) */
+      if (nb == 1 || !on1) {
 #pragma unroll
-      for (int kk = 0; kk < kb / 32; kk++) {
-        if (on0) hp_mma(acc, bn, dt, layout, da + kk * a_step, db + kk * b_step);
-        if (on1) hp_mma(acc + bn / 2, bn, dt, layout, da + a_blk + kk * a_step, db + kk * b_step);
+        for (int kk = 0; kk < kb / 32; kk++) hp_mma(acc, bn, dt, layout, da + kk * a_step, db + kk * b_step);
+      } else if (on0) {
+#pragma unroll
+        for (int kk = 0; kk < kb / 32; kk++) {
+          hp_mma(acc, bn, dt, layout, da + kk * a_step, db + kk * b_step);
+          hp_mma(acc + bn / 2, bn, dt, layout, da + a_blk + kk * a_step, db + kk * b_step);
+        }
+      } else {
+#pragma unroll
+        for (int kk = 0; kk < kb / 32; kk++) hp_mma(acc + bn / 2, bn, dt, layout, da + a_blk + kk * a_step, db + kk * b_step);
       }
       vc_wgmma_commit();
       VC_WGMMA_WAIT(1); /* the group of the previous issued stage has retired: its slot goes back */
