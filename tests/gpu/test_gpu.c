@@ -610,11 +610,20 @@ static const vc_algo tested_algos[] = {VC_ALGO_EXPLICIT, VC_ALGO_IMPLICIT, VC_AL
 static bool g_has_masked; /* the backend offers VC_ALGO_MASKED (sm_90, VOXCONV_WGMMA not 0) */
 static bool algo_available(vc_algo algo) { return algo != VC_ALGO_MASKED || g_has_masked; }
 
-/* One GPU run of `pass`, its outputs checked against cd's reference. */
+/* One GPU run of `pass`, its outputs checked against cd's reference and kept in out (NULL
+ * when the run failed); returns whether it ran. */
+static bool run_kept(vc_context *ctx, const vc_plan *p, conv_data *cd, const vc_conv_args *a, vc_pass pass,
+                     void *out[2], const char *what) {
+  if (!gpu_run(ctx, p, cd, a, pass, out, what)) return false;
+  check_close(cd, pass, vc_tolerance(a->dtype, a->math), out, what);
+  return true;
+}
+
+/* The same, its outputs freed. */
 static void run_checked(vc_context *ctx, const vc_plan *p, conv_data *cd, const vc_conv_args *a, vc_pass pass,
                         const char *what) {
   void *out[2];
-  if (gpu_run(ctx, p, cd, a, pass, out, what)) check_close(cd, pass, vc_tolerance(a->dtype, a->math), out, what);
+  run_kept(ctx, p, cd, a, pass, out, what);
   free_outputs(out);
 }
 
@@ -976,7 +985,7 @@ static size_t fresh_run(const plan_pair *pp, conv_data *cd, vc_pass pass, vc_alg
     vc_conv_args a = cd->args;
     a.algo = algo;
     CHECK_OK(ctx, vc_conv_workspace_size(p, &a, pass, &bytes));
-    if (gpu_run(ctx, p, cd, &a, pass, got, what)) check_close(cd, pass, vc_tolerance(a.dtype, a.math), got, what);
+    run_kept(ctx, p, cd, &a, pass, got, what);
   }
   free_outputs(mine);
   vc_plan_destroy(p);

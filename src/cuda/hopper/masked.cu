@@ -22,11 +22,11 @@
  *   - two consumers each issue m64nBN wgmma (k16, or k8 in tf32) over 64 of the rows, with fp32
  *     accumulators, one group in flight; a consumer skips the stages of offsets that none
  *     of its 64 rows meets (their A rows are zeros).
- * With two pipelines (64-wide tiles of 128-byte stages and short units, mk_pipes) the CTA is two such machines
- * side by side: producer warpgroup g and consumer warpgroup g take units of their own
- * through half the ring, the consumer multiplying all 128 rows (two m64 wgmma a K step,
- * each 64 rows skipping on its own), and each pipeline builds its tables in place; one
- * pipeline's set-up and epilogue then overlap the other's stages.
+ * With two pipelines (64-wide tiles of 128-byte stages and short units, mk_pipes) the CTA
+ * is two such machines side by side: producer warpgroup g and consumer warpgroup g take
+ * units of their own through half the ring, the consumer multiplying all 128 rows (two m64
+ * wgmma a K step, each 64 rows skipping on its own), and each pipeline builds its tables in
+ * place; one pipeline's set-up and epilogue then overlap the other's stages.
  * The epilogue adds the bias (staged in shared memory when the unit begins: loaded in the
  * epilogue, every column pair's load stalled the stores behind it, a quarter of the
  * consumers' time on narrow layers), converts and stores from the accumulators while the ring
@@ -99,13 +99,13 @@ __device__ static __forceinline__ mk_unit mk_unit_of(const imp_args &p, int64_t 
 }
 
 /* The unit of pipeline `pipe` of this CTA's k-th round, or -1 past the last: the grid's
- * pipelines (`pipes` a CTA, see mk_body) are dealt rounds of one unit each, in order. With the plan's tile order
- * the units come most offsets (stages) first, and odd rounds go to the pipelines in
- * reverse, so a pipeline dealt a long one in one round is dealt a short one in the next;
- * only the last round can leave a pipeline without a unit. On the suite S shells, taking a
- * unit's time as its tile's offset count plus one, the busiest multiprocessor's share falls
- * from 1.25x the mean (units in row order) to 1.10x at RES 64, and from 1.19x to
- * 1.04x at RES 128 (bench/NOTES.md). */
+ * pipelines (`pipes` a CTA, see mk_body) are dealt rounds of one unit each, in order. With
+ * the plan's tile order the units come most offsets (stages) first, and odd rounds go to
+ * the pipelines in reverse, so a pipeline dealt a long one in one round is dealt a short
+ * one in the next; only the last round can leave a pipeline without a unit. On the suite S
+ * shells, taking a unit's time as its tile's offset count plus one, the busiest
+ * multiprocessor's share falls from 1.25x the mean (units in row order) to 1.10x at RES 64,
+ * and from 1.19x to 1.04x at RES 128 (bench/NOTES.md). */
 __device__ static __forceinline__ int64_t mk_unit_at(const imp_args &p, int64_t k, int64_t units, int pipes, int pipe) {
   const int64_t g = (int64_t)gridDim.x * pipes, b = (int64_t)blockIdx.x * pipes + pipe;
   const int64_t u = k * g + (k & 1 && p.tile_order ? g - 1 - b : b);
@@ -126,8 +126,8 @@ __device__ static __forceinline__ void mk_place_offsets(uint32_t m, int16_t *act
 /* The producers' tables of the unit whose rows start at m0, built in place: rowid, act (the
  * active offsets, ascending) and, for at most MK_GTAB of them, gtab (as tile_gtab). Returns
  * the offset count to every producer thread (tid of pt); ends with named barrier bar (over
- * the pt threads), after which the tables are everyone's. One mask word: thread i places offset i; more: thread 0
- * walks them and n_act passes the count on. */
+ * the pt threads), after which the tables are everyone's. One mask word: thread i places
+ * offset i; more: thread 0 walks them and n_act passes the count on. */
 __device__ static __forceinline__ int mk_tables(const imp_args &p, int64_t m0, int32_t *rowid, int16_t *act, int *n_act,
                                                 int32_t *gtab, int tid, int pt, int bar) {
   tile_rows(p, m0, MK_BM, rowid, tid, pt);
@@ -194,9 +194,10 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
 #ifdef VC_SM90A
   const bool b_kmajor = mk_b_kmajor(mode, dt);
   const int a_tile = MK_A_TILE(kb), b_tile = MK_B_TILE(bn, kb, b_kmajor);
-  const int pt = 128 * np;                                    /* producer threads */
-  const int st = MK_STAGES(bn, kb, b_kmajor) / pipes;         /* a pipeline's stages */
-  const int npp = np / pipes, tpp = 128 * npp, cpp = 256 / pipes; /* a pipeline's producer warpgroups, threads, consumer threads */
+  const int pt = 128 * np;                            /* producer threads */
+  const int st = MK_STAGES(bn, kb, b_kmajor) / pipes; /* a pipeline's stages */
+  /* a pipeline's producer warpgroups, producer threads and consumer threads */
+  const int npp = np / pipes, tpp = 128 * npp, cpp = 256 / pipes;
   imp_args p = args;
   p.dt = dt; /* nothing below reads p.dt, but without this line the generated code differs
               * and measured a little slower in training (suite L 12.38 against 12.23 ms,
@@ -245,8 +246,8 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
      * forward: the set-up in line was ~40 % of the producers' samples). The first unit, every
      * unit with K > 32, and every unit of two pipelines (one buffer each; the other
      * pipeline's stages fill the ring meanwhile) build theirs in place. */
-    int na = 0;         /* the unit's active offsets */
-    int ub = pipe;      /* its table buffer */
+    int na = 0;    /* the unit's active offsets */
+    int ub = pipe; /* its table buffer */
     for (int64_t k = 0, u = mk_unit_at(p, 0, units, pipes, pipe); u >= 0; u = mk_unit_at(p, ++k, units, pipes, pipe)) {
       const mk_unit w = mk_unit_of(p, u, bn);
       if (k == 0 || p.K > 32 || pipes == 2) na = mk_tables(p, w.m0, rowid[ub], act[ub], &n_act[ub], gtab[ub], tid, tpp, bar);
@@ -375,8 +376,7 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
         const float *ab = acc + b * bn / 2;
         int32_t orow[2];
 #pragma unroll
-        for (int h = 0; h < 2; h++)
-          orow[h] = mr + 8 * h < p.rows ? (p.order ? p.order[mr + 8 * h] : (int32_t)(mr + 8 * h)) : -1;
+        for (int h = 0; h < 2; h++) orow[h] = order_row(p, mr + 8 * h);
 #pragma unroll
         for (int j = 0; j < bn / 8; j++) {
           const int c = 8 * j + 2 * (lane & 3);
@@ -489,10 +489,9 @@ static mk_shape mk_shape_of(const vc_cuda_state *cs, int64_t rows, int64_t n_col
 
 /* Pipelines a CTA (mk_body): for 64-wide tiles of 128-byte stages (the only shape with a
  * two-pipeline kernel) VOXCONV_MASKED_PIPES's, else two where a call deals at least
- * MK_PIPES_UNITS units a multiprocessor. There a unit is short (RES
- * 1024 of suite S, C = 64: ~16 stages) and its set-up and epilogue, which wait on global
- * loads and stores, are a large share of it: with two pipelines each one's waits overlap
- * the other's stages. Measured (bench/NOTES.md, session 17): RES 1024 forward 2.00 -> 1.88
+ * MK_PIPES_UNITS units a multiprocessor. There a unit is short (RES 1024 of suite S, C =
+ * 64: ~16 stages) and its set-up and epilogue, which wait on global loads and stores, are a
+ * large share of it: with two pipelines each one's waits overlap the other's stages. Measured (bench/NOTES.md, session 17): RES 1024 forward 2.00 -> 1.88
  * ms; with every tile of at most 128 columns on two pipelines RES 512 (128-wide tiles, 3
  * stages a pipeline) and suite L ran slower. */
 #define MK_PIPES_UNITS 64
@@ -634,7 +633,7 @@ vc_status vc_cuda_masked_run(vc_context *ctx, const imp_args &args, int variant,
   const int kb = mk_kb(q.c_red, q.dt);
   const int64_t units = sh.tiles * sh.nsplit;
   const int pipes = mk_pipes(cs, bn, kb, units);
-  const int64_t grid = (units + pipes - 1) / pipes < cs->n_sm ? (units + pipes - 1) / pipes : cs->n_sm;
+  const int64_t per_pipes = (units + pipes - 1) / pipes, grid = per_pipes < cs->n_sm ? per_pipes : cs->n_sm;
   if (!vc_cuda_tile_order_used(units, cs->n_sm)) q.tile_order = NULL;
   mk_kernels[pipes - 1][sh.v][kb == 64][q.mode == MODE_DGRAD][vc_cuda_dt_index(q.dt)]<<<
       (unsigned)grid, HP_THREADS(HP_NP(bn)), MK_SMEM(bn, kb, mk_b_kmajor(q.mode, q.dt)), s>>>(q, map, part, cnt);

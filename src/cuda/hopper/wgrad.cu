@@ -172,7 +172,8 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
   const bool co2 = p.co - m0 > 64; /* the tile's output channels reach its second 64 */
   if (form == WR_ADD && n_it == 0) return; /* nothing to add (a slice, or dW, would need its zeros) */
 
-  const hp_ring ring = hp_ring_init(wr_smem, st, WR_A_TILE, WR_B_TILE(bn), 128, 8); /* one warpgroup's cp.async arrivals; both consumers read a slot */
+  /* full: one warpgroup's cp.async arrivals; empty: both consumers' warps read a slot */
+  const hp_ring ring = hp_ring_init(wr_smem, st, WR_A_TILE, WR_B_TILE(bn), 128, 8);
   const uint32_t sA = ring.a, sB = ring.b, full = ring.full, empty = ring.empty;
   const int wg = hp_warpgroup();
 
@@ -346,8 +347,9 @@ static const wr_kernel wr_kernels[2][3][2] = {
  * better, bench/NOTES.md); at most one chunk a WR_MIN_CHUNK pairs an offset (rows:
  * WR_MIN_CHUNK rows) and, for pairs, a 256-row block; but where the CTAs alone need one
  * chunk, 16-bit, and the rows form's limit below allows it, S stays 1 (the direct form).
- * The rows form also needs S >= its blocks / WR_LIVE_MAX, and the slices form (deterministic contexts)
- * keeps its slices within WR_MAX_SLICES and WR_SLICE_BYTES; where the two meet, pairs runs.
+ * The rows form also needs S >= its blocks / WR_LIVE_MAX, and the slices form
+ * (deterministic contexts) keeps its slices within WR_MAX_SLICES and WR_SLICE_BYTES; where
+ * the two meet, pairs runs.
  * nv: the products (3: tf32's split, a launch each). blocks: a launch's CTAs. */
 typedef struct wr_shape {
   int v, add, nv, rows;
