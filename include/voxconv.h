@@ -307,10 +307,10 @@ VC_API vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, cons
  * partials (vc_conv_workspace_size says how much; a workspace that is not 16-byte aligned
  * runs the call unsplit). Its backward-weight cuts every offset's pairs into chunks and, in
  * the wgmma kernels, adds the chunks' fp32 partials with reductions in L2 into an fp32 dW
- * in the workspace (the order of those additions varies from run to run); in a
+ * (in the workspace, or dW itself in tf32; the order of those additions varies from run to run); in a
  * VOXCONV_DETERMINISTIC context it stores one partial slice per chunk and adds them in a
  * fixed order instead (fewer chunks, a larger workspace, somewhat slower); with one chunk
- * (16-bit) it stores dW directly, repeatable in any context. Forward and
+ * it stores dW directly, repeatable in any context. Forward and
  * backward-data results are repeatable bit for bit (split partials are added in a fixed
  * order); backward-weight's only in a VOXCONV_DETERMINISTIC context (there its implicit
  * fallback also runs with one split). Read by vc_context_create: VOXCONV_WGMMA=0 removes

@@ -29,6 +29,7 @@ typedef struct imp_args {
   const int32_t *tile_order;            /* the plan's tile_order (masked), or NULL: in row order */
   const int32_t *tab;                   /* [rows, K] gather table */
   const void *a_src, *b_src, *w, *bias;
+  const void *a_lo, *b_lo; /* wgrad in tf32: the bf16 lo halves of a_src and b_src (hopper/wgrad.cu) */
   void *out;
   const int32_t *pin, *pout;
   const int64_t *offsets; /* device copy, wgrad */

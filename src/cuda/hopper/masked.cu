@@ -340,7 +340,7 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
 #pragma unroll
       for (int i = 0; i < nb * bn / 2; i++) acc[i] = 0.0f;
       hp_consume(acc, ring, pos, it1 - it0, st, a_tile, b_tile, kb, pipes == 1 ? cw * 64 * kb : 0, bn, dt,
-                 b_kmajor ? HP_KK : HP_KMN, skips ? uni : 0u, live, nb, nkc, it0);
+                 b_kmajor ? HP_KK : HP_KMN, skips ? uni : 0u, live, nb, nkc, it0, 0u, 0u);
 
       if (p.bias) vc_named_barrier(cbar, cpp); /* sb written */
       if (p.nsplit > 1) { /* the tile's last split to finish adds all partials, in split order */

@@ -124,10 +124,15 @@ typedef struct hp_pos {
  * not in live[b] (none of its rows meets it, so its A rows are the producers' zeros). A
  * stage no block multiplies is still waited for (its copies must land before the slot is
  * reused) and handed back at once, after the group in flight: a slot held across skips
- * could be the one the producers wait for. */
+ * could be the one the producers wait for.
+ *
+ * Split products (a_lo != 0, nb == 1; wgrad.cu's tf32): a stage also holds each operand's
+ * lo half, a_lo and b_lo bytes after its A and B tiles, and every K step adds three products
+ * into acc: A B + A B_lo + A_lo B. */
 __device__ static __forceinline__ void hp_consume(float *acc, const hp_ring &r, hp_pos &pos, int n_it, int st,
                                                   int a_tile, int b_tile, int kb, uint32_t a_off, int bn, int dt, int layout,
-                                                  uint32_t uni, const uint32_t *live, int nb, int nkc, int it0) {
+                                                  uint32_t uni, const uint32_t *live, int nb, int nkc, int it0,
+                                                  uint32_t a_lo, uint32_t b_lo) {
   const int lane = threadIdx.x & 31;
   /* Slot 0's descriptors; a descriptor's address field is linear (16-byte units, 14 bits
    * hold any shared address), so a slot's and a K step's are these plus their offsets:
@@ -155,7 +160,13 @@ __device__ static __forceinline__ void hp_consume(float *acc, const hp_ring &r, 
        * between them (info C7519) */
       if (nb == 1 || !on1) {
 #pragma unroll
-        for (int kk = 0; kk < kb / 32; kk++) hp_mma(acc, bn, dt, layout, da + kk * a_step, db + kk * b_step);
+        for (int kk = 0; kk < kb / 32; kk++) {
+          hp_mma(acc, bn, dt, layout, da + kk * a_step, db + kk * b_step);
+          if (a_lo) {
+            hp_mma(acc, bn, dt, layout, da + kk * a_step, db + (b_lo >> 4) + kk * b_step);
+            hp_mma(acc, bn, dt, layout, da + (a_lo >> 4) + kk * a_step, db + kk * b_step);
+          }
+        }
       } else if (on0) {
 #pragma unroll
         for (int kk = 0; kk < kb / 32; kk++) {

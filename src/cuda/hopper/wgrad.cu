@@ -37,22 +37,24 @@
  *   - add: each consumer stages its fp32 tile in the (by then free) ring and one of its
  *     threads adds it into one fp32 dW with TMA bulk reduce-adds (done in L2), then a
  *     conversion; the order of the additions varies from run to run;
- *   - slices (a VOXCONV_DETERMINISTIC context, or tf32 with S = 1): product v's chunk c
- *     stores its partial to slice v S + c and a second kernel adds the slices in order: bitwise
- *     repeatable, S limited by the slices' memory;
- *   - direct (one slice: S = 1, 16-bit): the CTA converts and stores dW itself.
+ *   - slices (a VOXCONV_DETERMINISTIC context): chunk c stores its partial to slice c and a
+ *     second kernel adds the slices in order: bitwise repeatable, S limited by the slices'
+ *     memory;
+ *   - direct (one slice: S = 1): the CTA converts and stores dW itself.
+ * (tf32's dW is fp32 itself: its add form adds straight into it, with no conversion.)
  *
- * tf32 (f32 storage, VC_MATH_TF32) runs the bf16 kernels three times over: tf32 wgmma takes
+ * tf32 (f32 storage, VC_MATH_TF32) runs bf16 wgmma on split operands: tf32 wgmma takes
  * K-major operands only, and both of the wgrad's gathered operands are MN-major. So each f32
  * value v is first split into two bf16, hi = v rounded toward zero and lo = v - hi rounded
  * (hi + lo carries 16 of v's 24 bits), written as rows [0, n) and [n, 2n) of one bf16 copy
- * of x and of dy in the workspace, and dW = dy_hi x_hi + dy_hi x_lo + dy_lo x_hi: three
- * launches, one product each, whose partials meet in the workspace like the chunks (a
- * product index in the kernel held two more 64-bit pointers in the 56-register producers,
- * which spilled; one launch reaching the lo rows by row offsets instead ran 0.5-3 % slower,
- * bench/NOTES.md). The dropped dy_lo x_lo is below 2^-14 of a product, against tf32's
- * 2^-10 truncation of each operand; bf16's rate is twice tf32's, so the three products
- * cost 1.5 tf32 GEMMs. */
+ * of x and of dy in the workspace, and dW = dy_hi x_hi + dy_hi x_lo + dy_lo x_hi. A stage
+ * holds both halves of its pairs' rows (twice the bytes: BN <= 128, and the ring holds 3 or
+ * 4 stages) and the consumers add the three products into one accumulator (hp_consume's
+ * split products): four tiles gathered for three products, one partial a CTA. (It ran as
+ * three launches of one product each, whose partials met in an fp32 workspace: six tiles
+ * for three products and three times the partials; bench/NOTES.md, session 18.) The
+ * dropped dy_lo x_lo is below 2^-14 of a product, against tf32's 2^-10 truncation of each
+ * operand; bf16's rate is twice tf32's, so the three products cost 1.5 tf32 GEMMs. */
 #include "../implicit.cuh"
 #include "../ptx/tma.cuh"
 #include "ring.cuh"
@@ -62,10 +64,13 @@
 #if WR_BK != VC_ORDER_BLOCK
 #error "the rows form's stage is one block of the order"
 #endif
-#define WR_A_TILE (2 * HP_ATOM) /* a stage: 64 pairs x 128 output channels, two atoms */
-#define WR_B_TILE(bn) ((bn) / 64 * HP_ATOM)
-#define WR_STAGES(bn) HP_STAGES(WR_A_TILE, WR_B_TILE(bn))
-#define WR_SMEM(bn) HP_SMEM(WR_A_TILE, WR_B_TILE(bn))
+/* A stage: 64 pairs x 128 output channels, two atoms, and x bn input channels; with split
+ * operands (x3: tf32) the hi atoms, then the lo ones, of each. */
+#define WR_NH(x3) ((x3) ? 2 : 1)
+#define WR_A_TILE(x3) (WR_NH(x3) * 2 * HP_ATOM)
+#define WR_B_TILE(bn, x3) (WR_NH(x3) * (bn) / 64 * HP_ATOM)
+#define WR_STAGES(bn, x3) HP_STAGES(WR_A_TILE(x3), WR_B_TILE(bn, x3))
+#define WR_SMEM(bn, x3) HP_SMEM(WR_A_TILE(x3), WR_B_TILE(bn, x3))
 #define WR_MIN_CHUNK 512   /* pairs a chunk holds at least, on average over the offsets */
 #define WR_UNITS_PER_SM 4  /* CTAs a multiprocessor at least: chunks differ in length */
 #define WR_MAX_SLICES 64   /* the slices form's chunks at most, and its bytes: */
@@ -135,15 +140,17 @@ __device__ static __forceinline__ void wr_fetch(const imp_args &p, const bool ro
 #endif
 
 /* p: a_src = dy, b_src = x, K, ci, co, nsplit (S, the chunks of each offset); pairs:
- * pin/pout/offsets; rows: rows (the output rows), order, blk_mask, tab (the forward's map).
- * out, by form: WR_ADD the fp32 dW [co][K][ci] (zeroed; dmap its tensor map, wr_dw_map),
- * WR_SLICES the fp32 slices [..][co][K][ci] (product v's chunk c: slice v S + c), WR_DIRECT
- * dW itself (dtype dt). v: the product (tf32's split: 0 hi hi, 1 hi lo, 2 lo hi). */
+ * pin/pout/offsets; rows: rows (the output rows), order, blk_mask, tab (the forward's map);
+ * x3: a_lo, b_lo (the split operands' lo rows). out, by form: WR_ADD the fp32 dW
+ * [co][K][ci] (zeroed; dmap its tensor map, wr_dw_map), WR_SLICES the fp32 slices
+ * [S][co][K][ci] (chunk c: slice c), WR_DIRECT dW itself (dtype dt, fp32 with x3). dt: the
+ * wgmma's type (bf16 with x3). */
 __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensorMap *dmap, void *out, const int form,
-                                               const int v, const int dt, const int bn, const int np,
-                                               const bool rows) {
+                                               const int dt, const int bn, const int np, const bool rows,
+                                               const bool x3) {
 #ifdef VC_SM90A
-  const int st = WR_STAGES(bn), pt = 128 * np;
+  const int st = WR_STAGES(bn, x3), pt = 128 * np, nh = WR_NH(x3);
+  const int a_tile = WR_A_TILE(x3), b_tile = WR_B_TILE(bn, x3);
   extern __shared__ __align__(16) uint8_t wr_smem[];
   __shared__ int32_t wr_idx[2][2][WR_IB_MAX]; /* the producers' pair indices: [block half][pout, pin] */
   __shared__ int32_t wr_live[WR_LIVE_MAX];    /* rows: the chunk's blocks that meet the offset */
@@ -173,7 +180,7 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
   if (form == WR_ADD && n_it == 0) return; /* nothing to add (a slice, or dW, would need its zeros) */
 
   /* full: one warpgroup's cp.async arrivals; empty: both consumers' warps read a slot */
-  const hp_ring ring = hp_ring_init(wr_smem, st, WR_A_TILE, WR_B_TILE(bn), 128, 8);
+  const hp_ring ring = hp_ring_init(wr_smem, st, a_tile, b_tile, 128, 8);
   const uint32_t sA = ring.a, sB = ring.b, full = ring.full, empty = ring.empty;
   const int wg = hp_warpgroup();
 
@@ -191,6 +198,7 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
     const uint32_t dy_off = (uint32_t)(m0 + 8 * q) * 2, x_off = (uint32_t)(n0 + 8 * q) * 2;
     const int64_t co_left = p.co - (m0 + 8 * q), ci_left = p.ci - (n0 + 8 * q); /* channels from there on */
     const char *dy = (const char *)p.a_src, *x = (const char *)p.b_src;
+    const char *dy_lo = (const char *)p.a_lo, *x_lo = (const char *)p.b_lo;
     const uint32_t dy_pitch = (uint32_t)(p.co * 2), x_pitch = (uint32_t)(p.ci * 2); /* bytes of a row */
     /* The pair indices reach the copies through shared memory, in blocks of WR_IB pairs
      * (8 or 16 stages) double-buffered: a block is loaded into registers (coalesced)
@@ -233,19 +241,24 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
         for (int h = 0; h < 4; h++) {
           const uint32_t off = vc_sw(128, k0 + 16 * h, q);
           const bool valid = o4[h] >= 0; /* pairs past the chunk arrive as -1: zero rows */
-          const char *dy_r = dy + (uint64_t)(uint32_t)max(o4[h], 0) * dy_pitch;
-          const char *x_r = x + (uint64_t)(uint32_t)max(i4[h], 0) * x_pitch;
+          const uint64_t o_at = (uint64_t)(uint32_t)max(o4[h], 0) * dy_pitch;
+          const uint64_t i_at = (uint64_t)(uint32_t)max(i4[h], 0) * x_pitch;
 #pragma unroll
-          for (int w = 0; w < 2; w++)
-            if (w == 0 || co2) /* a tile of 64 output channels: the second atom is not read */
-              asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sA + s * WR_A_TILE + w * HP_ATOM + off),
-                           "l"(dy_r + (64 * w < co_left ? dy_off + 128 * w : 0)),
-                           "r"(valid && 64 * w < co_left ? 16 : 0));
+          for (int e = 0; e < nh; e++) { /* the hi (or only) half, then the lo */
 #pragma unroll
-          for (int u = 0; u < bn / 64; u++)
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sB + s * WR_B_TILE(bn) + u * HP_ATOM + off),
-                         "l"(x_r + (64 * u < ci_left ? x_off + 128 * u : 0)),
-                         "r"(valid && 64 * u < ci_left ? 16 : 0));
+            for (int w = 0; w < 2; w++)
+              if (w == 0 || co2) /* a tile of 64 output channels: the second atom is not read */
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
+                                 sA + s * a_tile + (2 * e + w) * HP_ATOM + off),
+                             "l"((e ? dy_lo : dy) + o_at + (64 * w < co_left ? dy_off + 128 * w : 0)),
+                             "r"(valid && 64 * w < co_left ? 16 : 0));
+#pragma unroll
+            for (int u = 0; u < bn / 64; u++)
+              asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
+                               sB + s * b_tile + (bn / 64 * e + u) * HP_ATOM + off),
+                           "l"((e ? x_lo : x) + i_at + (64 * u < ci_left ? x_off + 128 * u : 0)),
+                           "r"(valid && 64 * u < ci_left ? 16 : 0));
+          }
         }
         vc_mbar_arrive_cp_async(full + 8 * s);
         if ((s += np) >= st) s -= st, phase ^= 1;
@@ -263,8 +276,8 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
      * skips every wgmma (one offset, never live, that never ends): its rows are zeros. */
     const bool idle = cw == 1 && !co2;
     const uint32_t never = 0u;
-    hp_consume(acc, ring, pos, n_it, st, WR_A_TILE, WR_B_TILE(bn), 128, cw * HP_ATOM, bn, dt, HP_MNMN, idle ? 1u : 0u,
-               &never, 1, idle ? 1 << 30 : 1, 0);
+    hp_consume(acc, ring, pos, n_it, st, a_tile, b_tile, 128, cw * HP_ATOM, bn, dt, HP_MNMN, idle ? 1u : 0u, &never, 1,
+               idle ? 1 << 30 : 1, 0, x3 ? 2 * HP_ATOM : 0u, x3 ? bn / 64 * HP_ATOM : 0u);
     /* the fragment: row = output channel, column = input channel */
     const int64_t kci = (int64_t)p.K * p.ci;
     if (form == WR_ADD) {
@@ -296,7 +309,7 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
       }
     } else {
       /* the slice's, or dW's, offset r */
-      const int64_t base = (form == WR_DIRECT ? 0 : (v * (int64_t)p.nsplit + chunk) * p.co * kci) + (int64_t)r * p.ci;
+      const int64_t base = (form == WR_DIRECT ? 0 : chunk * p.co * kci) + (int64_t)r * p.ci;
 #pragma unroll
       for (int j = 0; j < bn / 8; j++)
 #pragma unroll
@@ -304,7 +317,7 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
           const int64_t co = m0 + cw * 64 + warp * 16 + (lane >> 2) + 8 * h, ci = n0 + 8 * j + 2 * (lane & 3);
           const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
           if (co < p.co && ci < p.ci) { /* ci % 8 == 0: both columns are inside */
-            if (form == WR_DIRECT) ((uint32_t *)out)[(base + co * kci + ci) / 2] = vc_pack2(dt, v0, v1);
+            if (form == WR_DIRECT && !x3) ((uint32_t *)out)[(base + co * kci + ci) / 2] = vc_pack2(dt, v0, v1);
             else *(float2 *)((float *)out + base + co * kci + ci) = make_float2(v0, v1);
           }
         }
@@ -315,44 +328,50 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
 #endif
 }
 
-#define WR_KERNEL(name, dt, bn, rows)                                                                            \
+#define WR_KERNEL(name, dt, bn, rows, x3)                                                                        \
   __global__ void __launch_bounds__(HP_THREADS(HP_NP(bn)), 1)                                                     \
-      name(const imp_args p, const __grid_constant__ CUtensorMap dmap, void *out, int form, int v) {                \
-    wr_body(p, &dmap, out, form, v, dt, bn, HP_NP(bn), rows);                                                       \
+      name(const imp_args p, const __grid_constant__ CUtensorMap dmap, void *out, int form) {                       \
+    wr_body(p, &dmap, out, form, dt, bn, HP_NP(bn), rows, x3);                                                      \
   }
-/* a form's six kernels: f16 and bf16 at each tile width */
+/* a form's eight kernels: f16 and bf16 at each tile width, tf32 (split operands) at 64 and
+ * 128 */
 #define WR_KERNELS(form, rows)                                                                                   \
-  WR_KERNEL(k_wr##form##f16_64, VC_DTYPE_F16, 64, rows)                                                           \
-  WR_KERNEL(k_wr##form##bf16_64, VC_DTYPE_BF16, 64, rows)                                                         \
-  WR_KERNEL(k_wr##form##f16_128, VC_DTYPE_F16, 128, rows)                                                         \
-  WR_KERNEL(k_wr##form##bf16_128, VC_DTYPE_BF16, 128, rows)                                                       \
-  WR_KERNEL(k_wr##form##f16_256, VC_DTYPE_F16, 256, rows)                                                         \
-  WR_KERNEL(k_wr##form##bf16_256, VC_DTYPE_BF16, 256, rows)
+  WR_KERNEL(k_wr##form##f16_64, VC_DTYPE_F16, 64, rows, false)                                                    \
+  WR_KERNEL(k_wr##form##bf16_64, VC_DTYPE_BF16, 64, rows, false)                                                  \
+  WR_KERNEL(k_wr##form##tf32_64, VC_DTYPE_BF16, 64, rows, true)                                                   \
+  WR_KERNEL(k_wr##form##f16_128, VC_DTYPE_F16, 128, rows, false)                                                  \
+  WR_KERNEL(k_wr##form##bf16_128, VC_DTYPE_BF16, 128, rows, false)                                                \
+  WR_KERNEL(k_wr##form##tf32_128, VC_DTYPE_BF16, 128, rows, true)                                                 \
+  WR_KERNEL(k_wr##form##f16_256, VC_DTYPE_F16, 256, rows, false)                                                  \
+  WR_KERNEL(k_wr##form##bf16_256, VC_DTYPE_BF16, 256, rows, false)
 WR_KERNELS(_, false)
 WR_KERNELS(_rows_, true)
 
-typedef void (*wr_kernel)(const imp_args, const CUtensorMap, void *, int, int);
+typedef void (*wr_kernel)(const imp_args, const CUtensorMap, void *, int);
 static const int wr_bn[3] = {64, 128, 256};
-/* [pairs, rows][tile width][f16, bf16] */
-static const wr_kernel wr_kernels[2][3][2] = {
-    {{k_wr_f16_64, k_wr_bf16_64}, {k_wr_f16_128, k_wr_bf16_128}, {k_wr_f16_256, k_wr_bf16_256}},
-    {{k_wr_rows_f16_64, k_wr_rows_bf16_64}, {k_wr_rows_f16_128, k_wr_rows_bf16_128}, {k_wr_rows_f16_256, k_wr_rows_bf16_256}}};
+/* [pairs, rows][tile width][f16, bf16, tf32]; no 256-wide tf32 (its stage would be 96 KB:
+ * two in the ring) */
+#define WR_ROW(f, bn) {k_wr##f##f16_##bn, k_wr##f##bf16_##bn, k_wr##f##tf32_##bn}
+static const wr_kernel wr_kernels[2][3][3] = {{WR_ROW(_, 64), WR_ROW(_, 128), {k_wr_f16_256, k_wr_bf16_256, NULL}},
+                                              {WR_ROW(_rows_, 64), WR_ROW(_rows_, 128),
+                                               {k_wr_rows_f16_256, k_wr_rows_bf16_256, NULL}}};
+#undef WR_ROW
 
 /* The form (pairs or rows: VOXCONV_MASKED_WGRAD's, else the variant's, else pairs), the
- * tile width (VOXCONV_MASKED_BN's, else from the input channels), S and how the partials
+ * tile width (VOXCONV_MASKED_BN's, else from the input channels; tf32 at most 128), S and how the partials
  * meet. S (VOXCONV_MASKED_SPLIT's, else chosen): WR_UNITS_PER_SM CTAs a multiprocessor,
  * and enough chunks that the rows the CTAs in flight read (their chunk positions' share of
  * x and dy, plus one more position: the x rows around a chunk's, and the CTAs finishing
  * the previous one) fill at most half of L2 (a quarter, all and twice it measured no
  * better, bench/NOTES.md); at most one chunk a WR_MIN_CHUNK pairs an offset (rows:
  * WR_MIN_CHUNK rows) and, for pairs, a 256-row block; but where the CTAs alone need one
- * chunk, 16-bit, and the rows form's limit below allows it, S stays 1 (the direct form).
+ * chunk and the rows form's limit below allows it, S stays 1 (the direct form).
  * The rows form also needs S >= its blocks / WR_LIVE_MAX, and the slices form
  * (deterministic contexts) keeps its slices within WR_MAX_SLICES and WR_SLICE_BYTES; where
  * the two meet, pairs runs.
- * nv: the products (3: tf32's split, a launch each). blocks: a launch's CTAs. */
+ * x3: tf32's split operands. blocks: the launch's CTAs. */
 typedef struct wr_shape {
-  int v, add, nv, rows;
+  int v, add, x3, rows;
   int64_t nsplit, blocks;
 } wr_shape;
 
@@ -362,7 +381,8 @@ static wr_shape wr_shape_form(const vc_plan *p, const vc_conv_args *a, const boo
   const int64_t ci = a->in_channels, co = a->out_channels, K = p->kvol, nb = (p->n_out + WR_BK - 1) / WR_BK;
   const int forced = cs->masked_bn;
   sh.v = forced ? (forced == 256 ? 2 : forced > 64 ? 1 : 0) : ci > 128 ? 2 : ci > 64 ? 1 : 0; /* 96: its 128 */
-  sh.nv = a->dtype == VC_DTYPE_F32 ? 3 : 1;
+  sh.x3 = a->dtype == VC_DTYPE_F32;
+  if (sh.x3 && sh.v > 1) sh.v = 1;
   sh.rows = rows;
   const int64_t tiles = (co + WR_BM - 1) / WR_BM * ((ci + wr_bn[sh.v] - 1) / wr_bn[sh.v]);
   const int64_t kt = K * tiles; /* CTAs a chunk */
@@ -370,15 +390,15 @@ static wr_shape wr_shape_form(const vc_plan *p, const vc_conv_args *a, const boo
   int64_t s = cs->masked_split;
   if (!s) {
     s = (WR_UNITS_PER_SM * cs->n_sm + kt - 1) / kt;
-    /* the rows a launch reads: 16-bit (tf32: one of the split's halves) */
-    const double bytes = (double)(p->n_in * ci + p->n_out * co) * (sh.nv == 3 ? 2.0 : (double)vc_dtype_size(a->dtype));
+    /* the rows a launch reads: 16-bit, or tf32's hi and lo halves */
+    const double bytes = (double)(p->n_in * ci + p->n_out * co) * (double)vc_dtype_size(a->dtype);
     const double in_flight = (double)cs->n_sm / (double)kt + 1.0; /* chunk positions */
     const double s_l2 = ceil(2.0 * bytes * in_flight / (double)(cs->l2_bytes > 0 ? cs->l2_bytes : 1));
-    /* Where the CTAs alone need one chunk and one product, the direct form (no fp32 dW
-     * to zero, add into and convert, or slices to add) against the L2 window's S: measured
-     * at RES 64, C = 1024 (ncu, one layer: S = 1 730 us, the window's S = 3 786 us plus
-     * 87 us of conversion; bench/NOTES.md, session 16). */
-    const bool direct = s == 1 && sh.nv == 1 && s_min == 1;
+    /* Where the CTAs alone need one chunk, the direct form (no fp32 dW to zero, add into
+     * and convert, or slices to add) against the L2 window's S: measured at RES 64, C =
+     * 1024 (ncu, one layer: S = 1 730 us, the window's S = 3 786 us plus 87 us of
+     * conversion; bench/NOTES.md, session 16). */
+    const bool direct = s == 1 && s_min == 1;
     if ((double)s < s_l2 && !direct) s = (int64_t)s_l2;
     int64_t s_max = rows ? nb / (WR_MIN_CHUNK / WR_BK) : p->n_pairs / (K * WR_MIN_CHUNK);
     const int64_t pair_blocks = (p->n_out + VC_PAIR_ROWS - 1) / VC_PAIR_ROWS; /* pairs: chunks by row block */
@@ -387,14 +407,14 @@ static wr_shape wr_shape_form(const vc_plan *p, const vc_conv_args *a, const boo
   }
   if (s < s_min) s = s_min;
   if (p->ctx->deterministic) {
-    const int64_t by_memory = WR_SLICE_BYTES / (sh.nv * co * K * ci * 4);
+    const int64_t by_memory = WR_SLICE_BYTES / (co * K * ci * 4);
     if (s > by_memory) s = by_memory;
-    if (s * sh.nv > WR_MAX_SLICES) s = WR_MAX_SLICES / sh.nv;
+    if (s > WR_MAX_SLICES) s = WR_MAX_SLICES;
     if (rows && s < s_min) return wr_shape_form(p, a, false);
   }
   if (s < 1 || p->n_pairs == 0) s = 1;
   sh.nsplit = s;
-  sh.add = s * sh.nv > 1 && !p->ctx->deterministic;
+  sh.add = s > 1 && !p->ctx->deterministic;
   sh.blocks = p->n_pairs > 0 ? s * kt : 0;
   return sh;
 }
@@ -404,20 +424,19 @@ static wr_shape wr_shape_of(const vc_plan *p, const vc_conv_args *a, int variant
   return wr_shape_form(p, a, env ? env == VC_WR_ROWS : variant == VC_WR_ROWS);
 }
 
-/* One chunk, one product and pairs to run: the kernel writes dW itself (WR_DIRECT). */
-static bool wr_direct(const wr_shape &sh) { return !sh.add && sh.nsplit * sh.nv == 1 && sh.blocks > 0; }
+/* One chunk and pairs to run: the kernel writes dW itself (WR_DIRECT). */
+static bool wr_direct(const wr_shape &sh) { return !sh.add && sh.nsplit == 1 && sh.blocks > 0; }
 
-/* The workspace: the fp32 dW (add) or the slices (none for the direct form), tf32's bf16
- * split of dy and x, then the bias gradient's partials. */
-static int64_t wr_slices(const wr_shape &sh) { return sh.add ? 1 : wr_direct(sh) ? 0 : sh.nsplit * sh.nv; }
+/* The workspace: the fp32 dW (16-bit add; tf32's adds go into dW itself) or the slices (none
+ * for the direct form), tf32's bf16 split of dy and x, then the bias gradient's partials. */
+static int64_t wr_slices(const wr_shape &sh) { return sh.add ? !sh.x3 : wr_direct(sh) ? 0 : sh.nsplit; }
 static size_t wr_part_bytes(const vc_plan *p, const vc_conv_args *a, const wr_shape &sh) {
   return (size_t)vc_round_up(wr_slices(sh) * a->out_channels * p->kvol * a->in_channels * 4, 256);
 }
 /* Bytes of one tensor's split (n rows of c hi values, then n of lo) */
 static int64_t wr_split_bytes(int64_t n, int64_t c) { return vc_round_up(2 * n * c * 2, 256); }
 static size_t wr_splits_bytes(const vc_plan *p, const vc_conv_args *a, const wr_shape &sh) {
-  return sh.nv == 1 ? 0
-                    : (size_t)(wr_split_bytes(p->n_out, a->out_channels) + wr_split_bytes(p->n_in, a->in_channels));
+  return !sh.x3 ? 0 : (size_t)(wr_split_bytes(p->n_out, a->out_channels) + wr_split_bytes(p->n_in, a->in_channels));
 }
 
 size_t vc_cuda_masked_wgrad_workspace(const vc_plan *p, const vc_conv_args *a, int variant) {
@@ -465,33 +484,30 @@ vc_status vc_cuda_masked_wgrad_run(vc_context *ctx, const vc_plan *p, const vc_c
   char *splits = (char *)ws + wr_part_bytes(p, a, sh);
   q.nsplit = (int)sh.nsplit;
   q.rows = p->n_out;
-  const void *dy = args.a_src, *x = args.b_src, *dy_lo = NULL, *x_lo = NULL;
-  if (sh.nv == 3 && sh.blocks > 0) { /* tf32: dy and x as bf16 hi and lo rows */
+  if (sh.x3 && sh.blocks > 0) { /* tf32: dy and x as bf16 hi and lo rows */
     const int64_t n_dy = p->n_out * q.co, n_x = p->n_in * q.ci;
     __nv_bfloat16 *dy2 = (__nv_bfloat16 *)splits, *x2 = (__nv_bfloat16 *)(splits + wr_split_bytes(p->n_out, q.co));
     k_wr_split<<<vc_grid(n_dy / 4), 256, 0, s>>>((const float *)args.a_src, n_dy, dy2);
     k_wr_split<<<vc_grid(n_x / 4), 256, 0, s>>>((const float *)args.b_src, n_x, x2);
-    dy = dy2, x = x2, dy_lo = dy2 + n_dy, x_lo = x2 + n_x;
-    q.dt = VC_DTYPE_BF16;
+    q.a_src = dy2, q.b_src = x2, q.a_lo = dy2 + n_dy, q.b_lo = x2 + n_x;
   }
-  /* One chunk and one product: the kernel writes dW itself (at C = 1024 the fp32 slice and
-   * its conversion were ~80 us a layer, 20 % of RES 16's training step). No pairs: one
-   * zeroed slice. */
+  /* One chunk: the kernel writes dW itself (at C = 1024 the fp32 slice and its conversion
+   * were ~80 us a layer, 20 % of RES 16's training step). No pairs: one zeroed slice. The
+   * add form's sums: tf32's dW, else an fp32 dW in the workspace. */
   const bool direct = wr_direct(sh);
   const int form = sh.add ? WR_ADD : direct ? WR_DIRECT : WR_SLICES;
   const int64_t nsl = sh.blocks > 0 ? wr_slices(sh) : 1;
-  if (sh.add || sh.blocks == 0) VC_CUDA_TRY(ctx, cudaMemsetAsync(part, 0, (size_t)n * 4, s));
+  float *sums = sh.add && sh.x3 ? (float *)dw : part;
+  if (sh.add || sh.blocks == 0) VC_CUDA_TRY(ctx, cudaMemsetAsync(sums, 0, (size_t)n * 4, s));
   CUtensorMap dmap;
   memset(&dmap, 0, sizeof dmap); /* unread by the slices form */
   if (sh.add && sh.blocks > 0) {
-    const vc_status e = wr_dw_map(ctx, q, part, &dmap);
+    const vc_status e = wr_dw_map(ctx, q, sums, &dmap);
     if (e != VC_OK) return e;
   }
-  for (int v = 0; v < sh.nv && sh.blocks > 0; v++) { /* the products: dy x, or hi hi, hi lo, lo hi */
-    q.a_src = v == 2 ? dy_lo : dy, q.b_src = v == 1 ? x_lo : x;
-    wr_kernels[sh.rows][sh.v][q.dt == VC_DTYPE_BF16]<<<(unsigned)sh.blocks, HP_THREADS(HP_NP(bn)), WR_SMEM(bn), s>>>(
-        q, dmap, direct ? dw : (void *)part, form, v);
-  }
+  if (sh.blocks > 0)
+    wr_kernels[sh.rows][sh.v][vc_cuda_dt_index(a->dtype)]<<<(unsigned)sh.blocks, HP_THREADS(HP_NP(bn)),
+                                                            WR_SMEM(bn, sh.x3), s>>>(q, dmap, direct ? dw : sums, form);
   vc_cuda_wgrad_finish(dw, a->dtype, part, nsl, n, db, args.a_src, p->n_out, q.co,
                        splits + wr_splits_bytes(p, a, sh), s);
   VC_CUDA_TRY(ctx, cudaGetLastError());
@@ -509,8 +525,9 @@ int vc_cuda_masked_wgrad_variants(const vc_plan *p, const vc_conv_args *a, int o
 vc_status vc_cuda_masked_wgrad_init(vc_context *ctx) {
   for (int f = 0; f < 2; f++)
     for (int v = 0; v < 3; v++)
-      for (int d = 0; d < 2; d++)
-        VC_CUDA_TRY(ctx, cudaFuncSetAttribute(wr_kernels[f][v][d], cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              WR_SMEM(wr_bn[v])));
+      for (int d = 0; d < 3; d++)
+        if (wr_kernels[f][v][d])
+          VC_CUDA_TRY(ctx, cudaFuncSetAttribute(wr_kernels[f][v][d], cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                WR_SMEM(wr_bn[v], d == 2)));
   return VC_OK;
 }
