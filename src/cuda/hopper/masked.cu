@@ -542,21 +542,41 @@ vc_status vc_cuda_tensor_map_3d(vc_context *ctx, CUtensorMap *map, CUtensorMapDa
   return VC_OK;
 }
 
-/* tf32 dgrad's K-major weight: wt[ci][r][co] = w[co][r][ci] rounded to tf32, through 32 x 32
- * shared tiles. */
-__global__ static void k_mk_tf32_weight(const float *w, float *wt, int64_t co, int K, int64_t ci) {
-  __shared__ float t[32][33];
-  const int r = blockIdx.z;
-  const int64_t c0 = (int64_t)blockIdx.x * 32, o0 = (int64_t)blockIdx.y * 32;
-  for (int i = threadIdx.y; i < 32; i += 8)
-    if (o0 + i < co && c0 + threadIdx.x < ci) {
-      uint32_t v;
-      asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(v) : "f"(w[((o0 + i) * K + r) * ci + c0 + threadIdx.x]));
-      t[i][threadIdx.x] = __uint_as_float(v);
+/* tf32 dgrad's K-major weight: wt[ci][r][co] = w[co][r][ci] rounded to tf32, through 64 x 64
+ * shared tiles (ci and co are multiples of 8, both arrays 16-byte aligned: float4 loads and
+ * stores). Each thread has 4 float4 loads in flight: the 32 x 32 tiles of scalar copies
+ * before ran at 2 TB/s (112 us for C = 1024, a fifth of suite S RES 16's tf32 training
+ * step; bench/NOTES.md, session 18). */
+#define MK_TT 64
+__global__ static void __launch_bounds__(256) k_mk_tf32_weight(const float *w, float *wt, int64_t co, int K, int64_t ci) {
+  __shared__ float t[MK_TT][MK_TT + 1]; /* [co][ci] */
+  const int r = blockIdx.z, tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+  const int64_t c0 = (int64_t)blockIdx.x * MK_TT, o0 = (int64_t)blockIdx.y * MK_TT;
+  float4 v[4];
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    const int64_t o = o0 + ty + 16 * j, c = c0 + 4 * tx;
+    v[j] = o < co && c < ci ? *(const float4 *)(w + (o * K + r) * ci + c) : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    const float e[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      uint32_t u;
+      asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(u) : "f"(e[i]));
+      t[ty + 16 * j][4 * tx + i] = __uint_as_float(u);
     }
+  }
   __syncthreads();
-  for (int i = threadIdx.y; i < 32; i += 8)
-    if (c0 + i < ci && o0 + threadIdx.x < co) wt[((c0 + i) * K + r) * co + o0 + threadIdx.x] = t[threadIdx.x][i];
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    const int64_t c = c0 + ty + 16 * j, o = o0 + 4 * tx;
+    const int cl = ty + 16 * j;
+    if (c < ci && o < co)
+      *(float4 *)(wt + (c * K + r) * co + o) =
+          make_float4(t[4 * tx][cl], t[4 * tx + 1][cl], t[4 * tx + 2][cl], t[4 * tx + 3][cl]);
+  }
 }
 
 size_t vc_cuda_masked_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int variant) {
@@ -614,8 +634,8 @@ vc_status vc_cuda_masked_run(vc_context *ctx, const imp_args &args, int variant,
   const int bn = mk_bn[sh.v];
   const void *w = q.w;
   if (wt_bytes) {
-    const dim3 grid((unsigned)((q.ci + 31) / 32), (unsigned)((q.co + 31) / 32), (unsigned)q.K);
-    k_mk_tf32_weight<<<grid, dim3(32, 8), 0, s>>>((const float *)q.w, (float *)ws, q.co, q.K, q.ci);
+    const dim3 grid((unsigned)((q.ci + MK_TT - 1) / MK_TT), (unsigned)((q.co + MK_TT - 1) / MK_TT), (unsigned)q.K);
+    k_mk_tf32_weight<<<grid, 256, 0, s>>>((const float *)q.w, (float *)ws, q.co, q.K, q.ci);
     w = ws;
   }
   CUtensorMap map;
