@@ -307,16 +307,16 @@ VC_API vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, cons
  * partials (vc_conv_workspace_size says how much; a workspace that is not 16-byte aligned
  * runs the call unsplit). Its backward-weight cuts every offset's pairs into chunks and, in
  * the wgmma kernels, adds the chunks' fp32 partials with reductions in L2 into an fp32 dW
- * (in the workspace, or dW itself in tf32; the order of those additions varies from run to run); in a
- * VOXCONV_DETERMINISTIC context it stores one partial slice per chunk and adds them in a
- * fixed order instead (fewer chunks, a larger workspace, somewhat slower); with one chunk
- * it stores dW directly, repeatable in any context. Forward and
+ * (in the workspace, or dW itself in tf32; the order of those additions varies from run
+ * to run); in a VOXCONV_DETERMINISTIC context it stores one partial slice per chunk and
+ * adds them in a fixed order instead (fewer chunks, a larger workspace, somewhat slower);
+ * with one chunk it stores dW directly, repeatable in any context. Forward and
  * backward-data results are repeatable bit for bit (split partials are added in a fixed
  * order); backward-weight's only in a VOXCONV_DETERMINISTIC context (there its implicit
  * fallback also runs with one split). Read by vc_context_create: VOXCONV_WGMMA=0 removes
  * VC_ALGO_MASKED (for comparisons); VOXCONV_MASKED_BN=64|96|128|256 fixes its tile width
  * (else chosen per call from the channels and the grid; backward-weight has no 96 and runs
- * 128 for it), VOXCONV_MASKED_SPLIT=1..16 its reduction splits (forward/backward-data)
+ * 128 for it, and in tf32 runs 128 for 256 too), VOXCONV_MASKED_SPLIT=1..16 its reduction splits (forward/backward-data)
  * and chunks per offset (backward-weight; else chosen per call), VOXCONV_MASKED_PIPES=1|2
  * the pipelines a CTA runs for 64-column tiles of 128-byte stages (forward/backward-data;
  * else chosen per call), and VOXCONV_MASKED_WGRAD=pairs|rows its backward-weight's form (each offset's pair

@@ -236,8 +236,9 @@ vc_status vc_cuda_tensor_map_3d(vc_context *ctx, CUtensorMap *map, CUtensorMapDa
                                 const cuuint64_t dims[3], const cuuint64_t strides[2], const cuuint32_t box[3],
                                 CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2);
 /* hopper/wgrad.cu: VC_ALGO_MASKED's backward-weight (dw, and db when not NULL) on sm_90a
- * devices, same conditions and a 16-byte aligned workspace (the fp32 dW, or in a
- * deterministic context the chunks' partial slices; tf32: also the bf16 split of x and dy).
+ * devices, same conditions and a 16-byte aligned workspace (16-bit with several chunks: the
+ * fp32 dW, or in a deterministic context the chunks' partial slices, as tf32 there too;
+ * tf32: the bf16 split of x and dy).
  * variant: VC_WR_PAIRS or VC_WR_ROWS, else pairs; q: the wgrad's arguments plus the
  * forward's order, blk_mask and tab (the rows form's) and the plan's pair_start (the pairs
  * form's chunks). */

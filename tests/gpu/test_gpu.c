@@ -727,8 +727,8 @@ static void masked_passes(vc_context *ctx, const plan_pair *pp, conv_data *cd, c
 }
 
 /* The masked kernel's four tile widths, each forced through VOXCONV_MASKED_BN in a context
- * of its own, and four of them with forced reduction splits (VOXCONV_MASKED_SPLIT; 1: the
- * wgrad's one chunk stores dW itself; 16 leaves some splits without stages; wgrad's chunks
+ * of its own, and each with forced reduction splits (VOXCONV_MASKED_SPLIT; 1: the wgrad's
+ * one chunk stores dW itself; 16 leaves some splits without stages; wgrad's chunks
  * then add their partials with reductions, and in the VOXCONV_DETERMINISTIC context as
  * ordered slices); the wgrad's rows form
  * (VOXCONV_MASKED_WGRAD=rows) in three of those configurations; BN 64 on two pipelines a CTA
@@ -745,13 +745,14 @@ static void test_masked_tiles(void) {
     printf("  no sm_90 device (or VOXCONV_WGMMA=0): nothing to test\n");
     return;
   }
-  enum { NCFG = 12 };
+  enum { NCFG = 13 };
   /* BN, split, deterministic, the wgrad's rows form, two pipelines */
   static const char *const cfg[NCFG][5] = {
       {"64", NULL, NULL, NULL, NULL},    {"96", "1", NULL, NULL, NULL},   {"128", NULL, NULL, NULL, NULL},
       {"256", NULL, NULL, NULL, NULL},   {"64", "3", NULL, NULL, NULL},   {"256", "16", NULL, NULL, NULL},
       {"128", "5", "1", NULL, NULL},     {"64", NULL, NULL, "rows", NULL}, {"256", "16", NULL, "rows", NULL},
-      {"128", "5", "1", "rows", NULL},   {"64", NULL, NULL, NULL, "2"},   {"64", "3", NULL, NULL, "2"}};
+      {"128", "5", "1", "rows", NULL},   {"64", NULL, NULL, NULL, "2"},   {"64", "3", NULL, NULL, "2"},
+      {"96", "2", NULL, NULL, NULL}};
   static const int64_t ch[3][2] = {{24, 232}, {16, 520}, {200, 136}};
   /* f16, bf16, and f32 storage with tf32 math (every pass on wgmma; the wgrad as three bf16
    * products of split operands, BN at most 128) */

@@ -546,7 +546,8 @@ vc_status vc_cuda_tensor_map_3d(vc_context *ctx, CUtensorMap *map, CUtensorMapDa
  * shared tiles (ci and co are multiples of 8, both arrays 16-byte aligned: float4 loads and
  * stores). Each thread has 4 float4 loads in flight: the 32 x 32 tiles of scalar copies
  * before ran at 2 TB/s (112 us for C = 1024, a fifth of suite S RES 16's tf32 training
- * step; bench/NOTES.md, session 18). */
+ * step; bench/NOTES.md, session 18). The shared tile's accesses are 2-way bank conflicted
+ * (a warp's 16 threads span 64 words), a small cost in a DRAM-bound copy. */
 #define MK_TT 64
 __global__ static void __launch_bounds__(256) k_mk_tf32_weight(const float *w, float *wt, int64_t co, int K, int64_t ci) {
   __shared__ float t[MK_TT][MK_TT + 1]; /* [co][ci] */
@@ -573,8 +574,9 @@ __global__ static void __launch_bounds__(256) k_mk_tf32_weight(const float *w, f
   for (int j = 0; j < 4; j++) {
     const int64_t c = c0 + ty + 16 * j, o = o0 + 4 * tx;
     const int cl = ty + 16 * j;
-    if (c < ci && o < co)
-      *(float4 *)(wt + (c * K + r) * co + o) =
+    if (c < ci && o < co) /* indexed as a float4 array: a float4 cast of the float address
+                           * compiled to four 4-byte stores */
+      ((float4 *)(wt + (c * K + r) * co))[o / 4] =
           make_float4(t[4 * tx][cl], t[4 * tx + 1][cl], t[4 * tx + 2][cl], t[4 * tx + 3][cl]);
   }
 }

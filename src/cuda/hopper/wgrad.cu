@@ -84,7 +84,7 @@
 #define WR_LIVE_MAX 2048
 
 /* How a CTA's partial leaves: added into the fp32 dW, stored as a slice, or stored as the
- * final dW in the storage dtype (one chunk and one product: each element has one writer). */
+ * final dW in the storage dtype (one chunk: each element has one writer). */
 enum { WR_SLICES, WR_ADD, WR_DIRECT };
 
 #ifdef VC_SM90A
@@ -358,8 +358,8 @@ static const wr_kernel wr_kernels[2][3][3] = {{WR_ROW(_, 64), WR_ROW(_, 128), {k
 #undef WR_ROW
 
 /* The form (pairs or rows: VOXCONV_MASKED_WGRAD's, else the variant's, else pairs), the
- * tile width (VOXCONV_MASKED_BN's, else from the input channels; tf32 at most 128), S and how the partials
- * meet. S (VOXCONV_MASKED_SPLIT's, else chosen): WR_UNITS_PER_SM CTAs a multiprocessor,
+ * tile width (VOXCONV_MASKED_BN's, else from the input channels; tf32 at most 128), S and
+ * how the partials meet. S (VOXCONV_MASKED_SPLIT's, else chosen): WR_UNITS_PER_SM CTAs a multiprocessor,
  * and enough chunks that the rows the CTAs in flight read (their chunk positions' share of
  * x and dy, plus one more position: the x rows around a chunk's, and the CTAs finishing
  * the previous one) fill at most half of L2 (a quarter, all and twice it measured no
@@ -429,7 +429,7 @@ static bool wr_direct(const wr_shape &sh) { return !sh.add && sh.nsplit == 1 && 
 
 /* The workspace: the fp32 dW (16-bit add; tf32's adds go into dW itself) or the slices (none
  * for the direct form), tf32's bf16 split of dy and x, then the bias gradient's partials. */
-static int64_t wr_slices(const wr_shape &sh) { return sh.add ? !sh.x3 : wr_direct(sh) ? 0 : sh.nsplit; }
+static int64_t wr_slices(const wr_shape &sh) { return sh.add ? (sh.x3 ? 0 : 1) : wr_direct(sh) ? 0 : sh.nsplit; }
 static size_t wr_part_bytes(const vc_plan *p, const vc_conv_args *a, const wr_shape &sh) {
   return (size_t)vc_round_up(wr_slices(sh) * a->out_channels * p->kvol * a->in_channels * 4, 256);
 }
