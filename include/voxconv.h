@@ -160,8 +160,9 @@ VC_API const char *vc_version(void);
 /* Creates a context for one device. kind VC_DEVICE_CPU takes device 0.
  * Owns: the returned context (free with vc_context_destroy).
  * Errors: VC_ERR_INVALID_ARGUMENT (NULL out, bad kind or device, a bad VOXCONV_MASKED_BN,
- * VOXCONV_MASKED_SPLIT, VOXCONV_MASKED_PIPES or VOXCONV_MASKED_WGRAD on a CUDA device), VC_ERR_UNSUPPORTED (backend not in this build, a GPU below compute
- * capability 8.0), VC_ERR_DEVICE, VC_ERR_OUT_OF_MEMORY. */
+ * VOXCONV_MASKED_SPLIT, VOXCONV_MASKED_PIPES or VOXCONV_MASKED_WGRAD on a CUDA device),
+ * VC_ERR_UNSUPPORTED (backend not in this build, a GPU below compute capability 8.0),
+ * VC_ERR_DEVICE, VC_ERR_OUT_OF_MEMORY. */
 VC_API vc_status vc_context_create(vc_device_kind kind, int device, vc_context **out);
 
 /* Frees the context. Plans made from it must be destroyed first. NULL is fine.
@@ -279,7 +280,8 @@ VC_API vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, cons
  *     vc_context_create), keyed by
  *     (backend, device name, pass, ceil(log2 pairs), Ci, Co, kernel volume, dtype, math);
  *     the device name carries VOXCONV_WGMMA=0, VOXCONV_MASKED_BN, VOXCONV_MASKED_SPLIT,
- *     VOXCONV_MASKED_PIPES and VOXCONV_MASKED_WGRAD when set, so such contexts keep entries apart from normal ones.
+ *     VOXCONV_MASKED_PIPES and VOXCONV_MASKED_WGRAD when set, so such contexts keep entries
+ *     apart from normal ones.
  *     A line is "key algo[/variant]": the variant is the algorithm's shape the tuner picked
  *     (masked forward and dgrad: "bn128.split2", tile width and reduction splits; masked
  *     backward-weight: "pairs" or "rows", the form); lines that do not parse, a variant
@@ -316,12 +318,13 @@ VC_API vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, cons
  * fallback also runs with one split). Read by vc_context_create: VOXCONV_WGMMA=0 removes
  * VC_ALGO_MASKED (for comparisons); VOXCONV_MASKED_BN=64|96|128|256 fixes its tile width
  * (else chosen per call from the channels and the grid; backward-weight has no 96 and runs
- * 128 for it, and in tf32 runs 128 for 256 too), VOXCONV_MASKED_SPLIT=1..16 its reduction splits (forward/backward-data)
- * and chunks per offset (backward-weight; else chosen per call), VOXCONV_MASKED_PIPES=1|2
- * the pipelines a CTA runs for 64-column tiles of 128-byte stages (forward/backward-data;
- * else chosen per call), and VOXCONV_MASKED_WGRAD=pairs|rows its backward-weight's form (each offset's pair
- * list, or the Gray-ordered output rows; else the tuner's pick, pairs without one);
- * another value of any of them fails with VC_ERR_INVALID_ARGUMENT. */
+ * 128 for it, and in tf32 runs 128 for 256 too), VOXCONV_MASKED_SPLIT=1..16 its reduction
+ * splits (forward/backward-data) and chunks per offset (backward-weight; else chosen per
+ * call), VOXCONV_MASKED_PIPES=1|2 the pipelines a CTA runs for 64-column tiles of 128-byte
+ * stages (forward/backward-data; else chosen per call), and VOXCONV_MASKED_WGRAD=pairs|rows
+ * its backward-weight's form (each offset's pair list, or the Gray-ordered output rows;
+ * else the tuner's pick, pairs without one); another value of any of them fails with
+ * VC_ERR_INVALID_ARGUMENT. */
 
 /* The algorithm VC_ALGO_AUTO (or the forced a->algo) runs for this pass now.
  * Errors: VC_ERR_INVALID_ARGUMENT, VC_ERR_UNSUPPORTED (forced algo not in this backend). */

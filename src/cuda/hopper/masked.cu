@@ -491,9 +491,11 @@ static mk_shape mk_shape_of(const vc_cuda_state *cs, int64_t rows, int64_t n_col
  * two-pipeline kernel) VOXCONV_MASKED_PIPES's, else two where a call deals at least
  * MK_PIPES_UNITS units a multiprocessor. There a unit is short (RES 1024 of suite S, C =
  * 64: ~16 stages) and its set-up and epilogue, which wait on global loads and stores, are a
- * large share of it: with two pipelines each one's waits overlap the other's stages. Measured (bench/NOTES.md, session 17): RES 1024 forward 2.00 -> 1.88
- * ms; with every tile of at most 128 columns on two pipelines RES 512 (128-wide tiles, 3
- * stages a pipeline) and suite L ran slower. */
+ * large share of it: with two pipelines each one's waits overlap the other's stages.
+ * Measured (bench/NOTES.md, session 17): RES 1024 forward 2.00 -> 1.88 ms; with every tile
+ * of at most 128 columns on two pipelines RES 512 (128-wide tiles, 3 stages a pipeline) and
+ * suite L ran slower; BN 64 on two pipelines at RES 512 and 256 (session 18) 50-65 %
+ * slower than their wide tiles. */
 #define MK_PIPES_UNITS 64
 static int mk_pipes(const vc_cuda_state *cs, int bn, int kb, int64_t units) {
   if (bn != 64 || kb != 128) return 1;

@@ -151,6 +151,7 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
 #ifdef VC_SM90A
   const int st = WR_STAGES(bn, x3), pt = 128 * np, nh = WR_NH(x3);
   const int a_tile = WR_A_TILE(x3), b_tile = WR_B_TILE(bn, x3);
+  const int a_half = WR_A_TILE(false), b_half = WR_B_TILE(bn, false); /* where a stage's lo halves begin */
   extern __shared__ __align__(16) uint8_t wr_smem[];
   __shared__ int32_t wr_idx[2][2][WR_IB_MAX]; /* the producers' pair indices: [block half][pout, pin] */
   __shared__ int32_t wr_live[WR_LIVE_MAX];    /* rows: the chunk's blocks that meet the offset */
@@ -249,13 +250,13 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
             for (int w = 0; w < 2; w++)
               if (w == 0 || co2) /* a tile of 64 output channels: the second atom is not read */
                 asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
-                                 sA + s * a_tile + (2 * e + w) * HP_ATOM + off),
+                                 sA + s * a_tile + e * a_half + w * HP_ATOM + off),
                              "l"((e ? dy_lo : dy) + o_at + (64 * w < co_left ? dy_off + 128 * w : 0)),
                              "r"(valid && 64 * w < co_left ? 16 : 0));
 #pragma unroll
             for (int u = 0; u < bn / 64; u++)
               asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
-                               sB + s * b_tile + (bn / 64 * e + u) * HP_ATOM + off),
+                               sB + s * b_tile + e * b_half + u * HP_ATOM + off),
                            "l"((e ? x_lo : x) + i_at + (64 * u < ci_left ? x_off + 128 * u : 0)),
                            "r"(valid && 64 * u < ci_left ? 16 : 0));
           }
@@ -277,7 +278,7 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
     const bool idle = cw == 1 && !co2;
     const uint32_t never = 0u;
     hp_consume(acc, ring, pos, n_it, st, a_tile, b_tile, 128, cw * HP_ATOM, bn, dt, HP_MNMN, idle ? 1u : 0u, &never, 1,
-               idle ? 1 << 30 : 1, 0, x3 ? 2 * HP_ATOM : 0u, x3 ? bn / 64 * HP_ATOM : 0u);
+               idle ? 1 << 30 : 1, 0, x3 ? a_half : 0u, x3 ? b_half : 0u);
     /* the fragment: row = output channel, column = input channel */
     const int64_t kci = (int64_t)p.K * p.ci;
     if (form == WR_ADD) {
@@ -359,17 +360,16 @@ static const wr_kernel wr_kernels[2][3][3] = {{WR_ROW(_, 64), WR_ROW(_, 128), {k
 
 /* The form (pairs or rows: VOXCONV_MASKED_WGRAD's, else the variant's, else pairs), the
  * tile width (VOXCONV_MASKED_BN's, else from the input channels; tf32 at most 128), S and
- * how the partials meet. S (VOXCONV_MASKED_SPLIT's, else chosen): WR_UNITS_PER_SM CTAs a multiprocessor,
- * and enough chunks that the rows the CTAs in flight read (their chunk positions' share of
- * x and dy, plus one more position: the x rows around a chunk's, and the CTAs finishing
- * the previous one) fill at most half of L2 (a quarter, all and twice it measured no
- * better, bench/NOTES.md); at most one chunk a WR_MIN_CHUNK pairs an offset (rows:
- * WR_MIN_CHUNK rows) and, for pairs, a 256-row block; but where the CTAs alone need one
- * chunk and the rows form's limit below allows it, S stays 1 (the direct form).
- * The rows form also needs S >= its blocks / WR_LIVE_MAX, and the slices form
- * (deterministic contexts) keeps its slices within WR_MAX_SLICES and WR_SLICE_BYTES; where
- * the two meet, pairs runs.
- * x3: tf32's split operands. blocks: the launch's CTAs. */
+ * how the partials meet. S (VOXCONV_MASKED_SPLIT's, else chosen): WR_UNITS_PER_SM CTAs a
+ * multiprocessor, and enough chunks that the rows the CTAs in flight read (their chunk
+ * positions' share of x and dy, plus one more position: the x rows around a chunk's, and
+ * the CTAs finishing the previous one) fill at most half of L2 (a quarter, all and twice
+ * it measured no better, bench/NOTES.md); at most one chunk a WR_MIN_CHUNK pairs an offset
+ * (rows: WR_MIN_CHUNK rows) and, for pairs, a 256-row block; but where the CTAs alone need
+ * one chunk and the rows form's limit below allows it, S stays 1 (the direct form). The
+ * rows form also needs S >= its blocks / WR_LIVE_MAX, and the slices form (deterministic
+ * contexts) keeps its slices within WR_MAX_SLICES and WR_SLICE_BYTES; where the two meet,
+ * pairs runs. x3: tf32's split operands. blocks: the launch's CTAs. */
 typedef struct wr_shape {
   int v, add, x3, rows;
   int64_t nsplit, blocks;
