@@ -316,6 +316,7 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
      * thread among its unit's consumers. */
     const int cw = wg - np, lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, ct = (threadIdx.x - pt) & (cpp - 1);
     const int nb = pipes, cbar = pipes == 1 ? 1 : 4 + pipe; /* row blocks, the unit's consumers' named barrier */
+    const int blk0 = pipes == 1 ? cw : 0; /* the unit's 64-row block that is this warpgroup's block 0 */
     hp_pos pos = {0, 0};
     int par = 1;
     for (int64_t k = 0, u = mk_unit_at(p, 0, units, pipes, pipe); u >= 0; u = mk_unit_at(p, ++k, units, pipes, pipe)) {
@@ -333,13 +334,13 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
       const bool skips = p.K <= 32 && p.blk_mask;
 #pragma unroll
       for (int b = 0; b < nb; b++)
-        if (skips) live[b] = tile_mask_word(p, w.m0 + (pipes == 1 ? cw : b) * VC_ORDER_BLOCK, VC_ORDER_BLOCK, 0);
+        if (skips) live[b] = tile_mask_word(p, w.m0 + (blk0 + b) * VC_ORDER_BLOCK, VC_ORDER_BLOCK, 0);
       int it0, it1;
       mk_range(p, w, na * nkc, &it0, &it1);
       float acc[128];
 #pragma unroll
       for (int i = 0; i < nb * bn / 2; i++) acc[i] = 0.0f;
-      hp_consume(acc, ring, pos, it1 - it0, st, a_tile, b_tile, kb, pipes == 1 ? cw * 64 * kb : 0, bn, dt,
+      hp_consume(acc, ring, pos, it1 - it0, st, a_tile, b_tile, kb, blk0 * 64 * kb, bn, dt,
                  b_kmajor ? HP_KK : HP_KMN, skips ? uni : 0u, live, nb, nkc, it0, 0u, 0u);
 
       if (p.bias) vc_named_barrier(cbar, cpp); /* sb written */
@@ -372,7 +373,7 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
        * filling with the next unit's stages) */
 #pragma unroll
       for (int b = 0; b < nb; b++) {
-        const int64_t mr = w.m0 + (pipes == 1 ? cw : b) * 64 + warp * 16 + (lane >> 2);
+        const int64_t mr = w.m0 + (blk0 + b) * 64 + warp * 16 + (lane >> 2);
         const float *ab = acc + b * bn / 2;
         int32_t orow[2];
 #pragma unroll
