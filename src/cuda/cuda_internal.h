@@ -41,6 +41,18 @@ typedef struct vc_cuda_plan {
                           from 127 up as one; ties in tile order): the masked kernels deal
                           their units out in this order (vc_cuda_tile_order_used); NULL where
                           no call could use it */
+  /* The regrouped order (k_group, kmap.cu) and its block masks and tile order, for the
+   * masked forward and dgrad of wide layers (vc_cuda_plan_groups): allocated with the plan
+   * where it could pay (one mask word, a tile order, at least half a tile a multiprocessor),
+   * else NULL; built by the first call that uses it, on that call's stream, from rmask (the
+   * row masks, kept for it), and ready for other streams once g_done has fired. One
+   * allocation: g_order's buffer holds the other three. */
+  int32_t *g_order;
+  uint32_t *g_blk, *g_rmask;
+  int32_t *g_tile;
+  cudaEvent_t g_done;
+  bool g_built;
+  cudaStream_t g_stream;
   int64_t *offsets_dev; /* [K+1] device copy of the plan's pair offsets */
   int64_t *pair_start;  /* [K, ceil(n_out / VC_PAIR_ROWS)] the index of offset r's first pair
                            whose output row is in row block b or past it (within an offset
@@ -78,6 +90,12 @@ static inline bool vc_cuda_tile_order_used(int64_t units, int n_sm) {
   return units <= (int64_t)VC_TILE_ORDER_ROUNDS * n_sm;
 }
 
+/* The masked forward and dgrad take the regrouped order (vc_cuda_plan_groups) for at least
+ * this many reduction channels: there a tile's offset costs c_red / 64 stages (16-bit) and
+ * the stages set the pace (bench/NOTES.md, session 21: the forward at C = 1024, 512 and 256
+ * 8, 5 and 5 % faster); narrower layers gained ~2 % in suite L, less than a build costs. */
+#define VC_GROUP_MIN_CHANNELS 256
+
 static inline vc_cuda_state *vc_cuda(vc_context *ctx) { return (vc_cuda_state *)ctx->backend_state; }
 static inline const vc_cuda_plan *vc_cuda_plan_of(const vc_plan *p) { return (const vc_cuda_plan *)p->backend_data; }
 
@@ -105,6 +123,11 @@ vc_status vc_cuda_kmap_init(vc_context *ctx, size_t optin);
 vc_status vc_cuda_plan_build(vc_context *ctx, vc_plan *p, const int32_t *coords, const vc_plan *paired,
                              void *stream);
 void vc_cuda_plan_release(vc_plan *p);
+/* The regrouped order of plan p and its block masks and tile order (see vc_cuda_plan), built
+ * on stream s by the first call that asks (later calls on other streams wait for it there);
+ * VC_OK with *order NULL where the plan has none or s is capturing a graph. */
+vc_status vc_cuda_plan_groups(vc_context *ctx, const vc_plan *p, cudaStream_t s, const int32_t **order,
+                              const uint32_t **blk, const int32_t **tile);
 
 /* scan.cu: exclusive prefix sums of n int32 counts (the total lands in ((int64_t *)tmp)[ntiles]);
  * `tmp` holds vc_cuda_scan_tmp_bytes(n). */

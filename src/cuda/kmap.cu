@@ -517,6 +517,100 @@ __global__ static void k_block_masks(const uint32_t *mask, const int32_t *order,
   }
 }
 
+/* The masked kernels' stages follow each 128-row tile's union of offsets (a stage an offset
+ * and channel chunk, whichever of its two 64-row blocks meets it), so fewer offsets in the
+ * unions is fewer stages. The Gray order only sorts the masks; k_group then regroups each
+ * GRP_WIN rows of it greedily into runs of VC_TILE_ROWS: a run starts at the first row
+ * left, takes every row left whose mask adds nothing to the run's union (in order, while
+ * the run has room) and then the row that adds the fewest offsets (ties: the most offsets
+ * of its own, then the first), until it is full. On the suite S shells this cut the tiles'
+ * offsets 11 % at RES 64 and the masked forward and dgrad 8 % (bench/NOTES.md, session
+ * 21). One CTA of GRP_T threads a window (the windows run side by side; each is a chain of
+ * ~200 steps at RES 64): thread t holds rows t GRP_PER .. in registers, the rows left as
+ * one bit each; a step is one pass over them, a warp scan of the rows that add nothing and
+ * one barrier for the window's count and least addition. */
+#define GRP_WIN 2048
+#define GRP_T 256
+#define GRP_PER (GRP_WIN / GRP_T) /* rows a thread */
+#define GRP_WARPS (GRP_T / 32)
+static_assert(VC_ORDER_WINDOW % GRP_WIN == 0 && VC_ORDER_WINDOW_SMALL % GRP_WIN == 0 && GRP_WIN % VC_TILE_ROWS == 0,
+              "group windows lie inside the Gray windows and hold whole tiles");
+static_assert(GRP_PER <= 32 && GRP_WIN <= 1 << 11, "a thread's rows in one word, a row in the key's 11 bits");
+__global__ static void __launch_bounds__(GRP_T) k_group(const uint32_t *mask, int64_t n_out, int32_t *order) {
+  __shared__ int32_t ids[GRP_WIN];
+  __shared__ uint32_t ms[GRP_WIN];
+  __shared__ uint64_t wsum[2][GRP_WARPS]; /* a step's warp results, by step parity: best << 32 | zero rows */
+  const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+  const int64_t w0 = (int64_t)blockIdx.x * GRP_WIN;
+  const int nw = (int)min((int64_t)GRP_WIN, n_out - w0);
+  for (int i = t; i < nw; i += GRP_T) {
+    const int32_t r = order[w0 + i];
+    ids[i] = r, ms[i] = mask[r];
+  }
+  __syncthreads();
+  uint32_t v[GRP_PER], rem = 0; /* this thread's rows t GRP_PER + j and which are left */
+#pragma unroll
+  for (int j = 0; j < GRP_PER; j++) {
+    const int i = t * GRP_PER + j;
+    v[j] = i < nw ? ms[i] : 0u;
+    if (i < nw) rem |= 1u << j;
+  }
+  uint32_t u = 0;
+  int pos = 0, run = 0, par = 0; /* rows placed, rows in the current run: uniform */
+  while (pos < nw) {
+    /* a new run takes the first row left; a run under way takes the rows left that add no
+     * offset, in order, then (room left) the row that adds the fewest */
+    uint32_t zb = 0, best = ~0u; /* best: growth << 17 | (32 - own offsets) << 11 | row */
+#pragma unroll
+    for (int j = 0; j < GRP_PER; j++) {
+      const uint32_t x = v[j] & ~u, row = (uint32_t)(t * GRP_PER + j);
+      const bool left = rem >> j & 1;
+      if (run == 0) {
+        if (left) best = min(best, row);
+      } else if (left && !x) {
+        zb |= 1u << j;
+      } else if (left) {
+        best = min(best, (uint32_t)__popc(x) << 17 | (uint32_t)(32 - __popc(v[j])) << 11 | row);
+      }
+    }
+    const int zc = __popc(zb);
+    int incl = zc;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const int y = __shfl_up_sync(~0u, incl, d);
+      if (lane >= d) incl += y;
+    }
+    const uint32_t wbest = __reduce_min_sync(~0u, best);
+    if (lane == 31) wsum[par][warp] = (uint64_t)wbest << 32 | (uint32_t)incl;
+    __syncthreads();
+    int before = 0, total = 0;
+    best = ~0u;
+#pragma unroll
+    for (int w = 0; w < GRP_WARPS; w++) {
+      const uint64_t x = wsum[par][w];
+      const int c = (int)(uint32_t)x;
+      before += w < warp ? c : 0, total += c;
+      best = min(best, (uint32_t)(x >> 32));
+    }
+    par ^= 1;
+    const int need = VC_TILE_ROWS - run;
+    for (int k = before + incl - zc; zb && k < need; k++) {
+      const int j = __ffs(zb) - 1;
+      zb &= zb - 1, rem &= ~(1u << j);
+      order[w0 + pos + k] = ids[t * GRP_PER + j];
+    }
+    const int took = min(total, need);
+    pos += took, run += took;
+    if (run < VC_TILE_ROWS && pos < nw) { /* every row left adds an offset (or starts the run) */
+      const int i = (int)(best & (GRP_WIN - 1));
+      if (i / GRP_PER == t) rem &= ~(1u << (i % GRP_PER)), order[w0 + pos] = ids[i];
+      u = run == 0 ? ms[i] : u | ms[i];
+      pos++, run++;
+    }
+    if (run == VC_TILE_ROWS) run = 0;
+  }
+}
+
 /* tord = the VC_TILE_ROWS-row tiles by the count of offsets their rows meet (from the block
  * masks), descending, ties in tile order: a stable counting sort in one block of
  * TORD_THREADS, a chunk of TORD_THREADS tiles at a time (rank among equal counts: earlier
@@ -836,6 +930,15 @@ static vc_status encodings(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const 
     (window == VC_ORDER_WINDOW ? k_order : k_order_small)<<<(unsigned)((n + window - 1) / window),
                                                            window / ORDER_ITEMS, ORDER_SMEM(window), s>>>(
         rmask, n, W, bits, order_bits_of(p), cp->order);
+    if (W == 1 && cp->tile_order && 2 * tiles >= vc_cuda(ctx)->n_sm) { /* vc_cuda_plan_groups builds the rest */
+      /* one buffer of 4-byte words: order, row masks, tile order, block masks (with four
+       * allocations suite L's map build read 0.15-0.27 ms longer, with one within the spread) */
+      TRY(plan_alloc(ctx, p, (void **)&cp->g_order, (size_t)(2 * n + tiles + nblk) * 4, s, "the regrouped order"));
+      cp->g_rmask = (uint32_t *)(cp->g_order + n), cp->g_tile = (int32_t *)(cp->g_rmask + n);
+      cp->g_blk = (uint32_t *)(cp->g_tile + tiles);
+      VC_CUDA_TRY(ctx, cudaEventCreateWithFlags(&cp->g_done, cudaEventDisableTiming));
+      VC_CUDA_TRY(ctx, cudaMemcpyAsync(cp->g_rmask, rmask, (size_t)n * sizeof(uint32_t), cudaMemcpyDeviceToDevice, s));
+    }
     k_block_masks<<<vc_grid(nblk * W), 256, 0, s>>>(rmask, cp->order, n, W, cp->blk_mask);
     if (cp->tile_order) k_tile_order<<<1, TORD_THREADS, 0, s>>>(cp->blk_mask, n, W, cp->tile_order);
   }
@@ -845,6 +948,36 @@ static vc_status encodings(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const 
     if (n > 0) k_reverse<<<vc_grid(n * K), 256, 0, s>>>(cp->nb, n, K, cp->nbt);
   }
   VC_CUDA_TRY(ctx, cudaGetLastError());
+  return VC_OK;
+}
+
+/* Built at the first call that asks, not with the plan: it costs about 0.1 ms (ncu, suite S
+ * RES 64-256), which wide layers repay in a call or two and narrow ones not at all (suite
+ * L's map build went 4.4 -> 5.3 ms for 2 % less convolution time; bench/NOTES.md, session
+ * 21). */
+extern "C" vc_status vc_cuda_plan_groups(vc_context *ctx, const vc_plan *p, cudaStream_t s, const int32_t **order,
+                                         const uint32_t **blk, const int32_t **tile) {
+  vc_cuda_plan *cp = (vc_cuda_plan *)p->backend_data; /* its lazily built part only */
+  *order = NULL, *blk = NULL, *tile = NULL;
+  if (!cp->g_order) return VC_OK;
+  /* a call captured into a graph keeps the Gray order: a build recorded there would run only
+   * with the graph, and waits on events from outside a capture are not allowed in it */
+  cudaStreamCaptureStatus cap;
+  VC_CUDA_TRY(ctx, cudaStreamIsCapturing(s, &cap));
+  if (cap != cudaStreamCaptureStatusNone) return VC_OK;
+  const int64_t n = p->n_out, nblk = (n + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK;
+  if (!cp->g_built) {
+    VC_CUDA_TRY(ctx, cudaMemcpyAsync(cp->g_order, cp->order, (size_t)n * sizeof(int32_t), cudaMemcpyDeviceToDevice, s));
+    k_group<<<(unsigned)((n + GRP_WIN - 1) / GRP_WIN), GRP_T, 0, s>>>(cp->g_rmask, n, cp->g_order);
+    k_block_masks<<<vc_grid(nblk), 256, 0, s>>>(cp->g_rmask, cp->g_order, n, 1, cp->g_blk);
+    k_tile_order<<<1, TORD_THREADS, 0, s>>>(cp->g_blk, n, 1, cp->g_tile);
+    VC_CUDA_TRY(ctx, cudaGetLastError());
+    VC_CUDA_TRY(ctx, cudaEventRecord(cp->g_done, s));
+    cp->g_built = true, cp->g_stream = s;
+  } else if (s != cp->g_stream) {
+    VC_CUDA_TRY(ctx, cudaStreamWaitEvent(s, cp->g_done, 0));
+  }
+  *order = cp->g_order, *blk = cp->g_blk, *tile = cp->g_tile;
   return VC_OK;
 }
 
@@ -969,6 +1102,8 @@ extern "C" void vc_cuda_plan_release(vc_plan *p) {
     cudaFree(cp->order);
     cudaFree(cp->blk_mask);
     cudaFree(cp->tile_order);
+    cudaFree(cp->g_order); /* and the rest of its buffer */
+    if (cp->g_done) cudaEventDestroy(cp->g_done);
     cudaFree(cp->offsets_dev);
     cudaFree(cp->pair_start);
     free(cp);

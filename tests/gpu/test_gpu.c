@@ -2,6 +2,8 @@
  *   kmap_*         kernel maps of every kind identical to the CPU's; bad sites rejected alike
  *   conv_*         every algorithm x pass x dtype/math x kind against the f64 reference
  *   masked_tiles   the Hopper masked kernels at each tile width (VOXCONV_MASKED_BN), all passes
+ *   masked_groups  the regrouped order of wide layers: built by the first call, waited for on
+ *                  another stream, checked and bitwise repeatable
  *   determinism    repeated runs agree; with VOXCONV_DETERMINISTIC=1 bitwise
  *   tune           vc_conv_tune's pick is what VC_ALGO_AUTO runs, and it lands in the cache file;
  *                  masked tile variants from the file apply, unknown ones are skipped;
@@ -726,6 +728,63 @@ static void masked_passes(vc_context *ctx, const plan_pair *pp, conv_data *cd, c
   }
 }
 
+/* The regrouped order (kmap.cu's k_group, vc_cuda_plan_groups): a submanifold plan of at
+ * least half a 128-row tile a multiprocessor (12000 sites: 94 tiles; --small 9000: 71) and
+ * 256 or more reduction channels, so the masked forward and dgrad take it, in a deterministic
+ * context. Per dtype, on a fresh plan: the first forward (the build) on a second stream,
+ * not waited for, then the forward on the test's stream, which must wait for that build,
+ * checked against the reference and bitwise equal to the first; then the dgrad, checked. */
+static void test_masked_groups(void) {
+  if (!g_has_masked) {
+    printf("  no sm_90 device (or VOXCONV_WGMMA=0): nothing to test\n");
+    return;
+  }
+  static const vc_dtype dtypes[3] = {VC_DTYPE_F16, VC_DTYPE_BF16, VC_DTYPE_F32};
+  vc_context *ctx = NULL;
+  setenv("VOXCONV_DETERMINISTIC", "1", 1);
+  CHECK_OK(NULL, vc_context_create(VC_DEVICE_CUDA, 0, &ctx));
+  unsetenv("VOXCONV_DETERMINISTIC");
+  cudaStream_t other;
+  if (!ctx || !CU(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking))) {
+    vc_context_destroy(ctx);
+    return;
+  }
+  for (int t = 0; t < 3; t++) {
+    plan_pair pp;
+    conv_data cd;
+    if (!subm_setup(&pp, &cd, ctx, g_small ? 9000 : 12000, 256, 264, dtypes[t], 3u)) continue;
+    vc_conv_args a = cd.args;
+    a.algo = VC_ALGO_MASKED;
+    if (a.dtype == VC_DTYPE_F32) a.math = VC_MATH_TF32;
+    char what[256];
+    snprintf(what, sizeof what, "%s %s ci=256 co=264 masked, regrouped", pp.what,
+             a.dtype == VC_DTYPE_F32 ? "f32+tf32" : vc_dtype_name(a.dtype));
+    size_t bytes = 0;
+    CHECK_OK(ctx, vc_conv_workspace_size(pp.gpu, &a, VC_PASS_FORWARD, &bytes));
+    void *ws = bytes ? dev_alloc(bytes) : NULL, *y = dev_alloc((size_t)cd.n[T_Y] * vc_dtype_size(a.dtype));
+    void *t_other[T_COUNT];
+    memcpy(t_other, cd.dev, sizeof t_other);
+    t_other[T_Y] = y;
+    CHECK_OK(ctx, run_pass(ctx, pp.gpu, &a, VC_PASS_FORWARD, t_other, ws, bytes, (void *)other));
+    void *out[2] = {NULL, NULL}, *first[2] = {NULL, NULL};
+    if (run_kept(ctx, pp.gpu, &cd, &a, VC_PASS_FORWARD, out, what) && CU(cudaStreamSynchronize(other))) {
+      first[0] = host_alloc((size_t)cd.n[T_Y] * vc_dtype_size(a.dtype));
+      if (dev_download(first[0], y, (size_t)cd.n[T_Y] * vc_dtype_size(a.dtype)))
+        compare_runs(&cd, VC_PASS_FORWARD, 0, first, out, what);
+    }
+    CU(cudaStreamSynchronize(other));
+    free_outputs(out);
+    free(first[0]);
+    dev_free(ws);
+    dev_free(y);
+    run_checked(ctx, pp.gpu, &cd, &a, VC_PASS_BACKWARD_DATA, what);
+    data_free(&cd);
+    pair_free(&pp);
+  }
+  CU(cudaStreamDestroy(other));
+  vc_context_destroy(ctx);
+}
+
 /* The masked kernel's four tile widths, each forced through VOXCONV_MASKED_BN in a context
  * of its own, and each with forced reduction splits (VOXCONV_MASKED_SPLIT; 1: the wgrad's
  * one chunk stores dW itself; 16 leaves some splits without stages; wgrad's chunks
@@ -1440,6 +1499,7 @@ static const vc_test_case cases[] = {
     {"conv_inverse", test_conv_inverse},
     {"conv_transposed", test_conv_transposed},
     {"masked_tiles", test_masked_tiles},
+    {"masked_groups", test_masked_groups},
     {"determinism", test_determinism},
     {"tune", test_tune},
     {"graph_capture", test_graph_capture},
