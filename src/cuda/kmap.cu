@@ -524,8 +524,8 @@ __global__ static void k_block_masks(const uint32_t *mask, const int32_t *order,
  * left, takes every row left whose mask adds nothing to the run's union (in order, while
  * the run has room) and then the row that adds the fewest offsets (ties: the most offsets
  * of its own, then the first), until it is full. On the suite S shells this cut the tiles'
- * offsets 11 % at RES 64 and the masked forward and dgrad 8 % (bench/NOTES.md, session
- * 21). One CTA of GRP_T threads a window (the windows run side by side; each is a chain of
+ * offsets 10 % at RES 64 (simulated) and the masked forward and dgrad 8 % (ncu;
+ * bench/NOTES.md, session 21). One CTA of GRP_T threads a window (the windows run side by side; each is a chain of
  * ~200 steps at RES 64): thread t holds rows t GRP_PER .. in registers, the rows left as
  * one bit each; a step is one pass over them, a warp scan of the rows that add nothing and
  * one barrier for the window's count and least addition. */
