@@ -95,6 +95,11 @@ static inline bool vc_cuda_tile_order_used(int64_t units, int n_sm) {
  * the stages set the pace (bench/NOTES.md, session 21: the forward at C = 1024, 512 and 256
  * 8, 5 and 5 % faster); narrower layers gained ~2 % in suite L, less than a build costs. */
 #define VC_GROUP_MIN_CHANNELS 256
+/* From this many, the first call builds it from windows of 8192 rows instead of 2048: the
+ * forward and dgrad 4 % faster at C = 1024 and 512 in f16 (ncu), tf32 too (bench), for a
+ * build of 0.46-0.61 ms instead of 0.09-0.12, which a layer this wide repays in about 20
+ * calls (session 22); at C = 256 the bench gained under 1 %. */
+#define VC_GROUP_LARGE_CHANNELS 512
 
 static inline vc_cuda_state *vc_cuda(vc_context *ctx) { return (vc_cuda_state *)ctx->backend_state; }
 static inline const vc_cuda_plan *vc_cuda_plan_of(const vc_plan *p) { return (const vc_cuda_plan *)p->backend_data; }
@@ -124,9 +129,10 @@ vc_status vc_cuda_plan_build(vc_context *ctx, vc_plan *p, const int32_t *coords,
                              void *stream);
 void vc_cuda_plan_release(vc_plan *p);
 /* The regrouped order of plan p and its block masks and tile order (see vc_cuda_plan), built
- * on stream s by the first call that asks (later calls on other streams wait for it there);
- * VC_OK with *order NULL where the plan has none or s is capturing a graph. */
-vc_status vc_cuda_plan_groups(vc_context *ctx, const vc_plan *p, cudaStream_t s, const int32_t **order,
+ * on stream s by the first call that asks (later calls on other streams wait for it there),
+ * from windows of 8192 rows where that call says `large`, else of 2048; VC_OK with *order
+ * NULL where the plan has none or s is capturing a graph. */
+vc_status vc_cuda_plan_groups(vc_context *ctx, const vc_plan *p, cudaStream_t s, bool large, const int32_t **order,
                               const uint32_t **blk, const int32_t **tile);
 
 /* scan.cu: exclusive prefix sums of n int32 counts (the total lands in ((int64_t *)tmp)[ntiles]);

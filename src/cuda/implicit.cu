@@ -463,7 +463,7 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
       const int32_t *go;
       const uint32_t *gb;
       const int32_t *gt;
-      const vc_status e = vc_cuda_plan_groups(ctx, p, s, &go, &gb, &gt);
+      const vc_status e = vc_cuda_plan_groups(ctx, p, s, q.c_red >= VC_GROUP_LARGE_CHANNELS, &go, &gb, &gt);
       if (e != VC_OK) return e;
       if (go) q.order = go, q.blk_mask = gb, q.tile_order = gt;
     }

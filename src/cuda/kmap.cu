@@ -520,57 +520,67 @@ __global__ static void k_block_masks(const uint32_t *mask, const int32_t *order,
 /* The masked kernels' stages follow each 128-row tile's union of offsets (a stage an offset
  * and channel chunk, whichever of its two 64-row blocks meets it), so fewer offsets in the
  * unions is fewer stages. The Gray order only sorts the masks; k_group then regroups each
- * GRP_WIN rows of it greedily into runs of VC_TILE_ROWS: a run starts at the first row
- * left, takes every row left whose mask adds nothing to the run's union (in order, while
- * the run has room) and then the row that adds the fewest offsets (ties: the most offsets
- * of its own, then the first), until it is full. On the suite S shells this cut the tiles'
- * offsets 10 % at RES 64 (simulated) and the masked forward and dgrad 8 % (ncu;
- * bench/NOTES.md, session 21). One CTA of GRP_T threads a window (the windows run side by side; each is a chain of
- * ~200 steps at RES 64): thread t holds rows t GRP_PER .. in registers, the rows left as
- * one bit each; a step is one pass over them, a warp scan of the rows that add nothing and
- * one barrier for the window's count and least addition. */
-#define GRP_WIN 2048
-#define GRP_T 256
-#define GRP_PER (GRP_WIN / GRP_T) /* rows a thread */
-#define GRP_WARPS (GRP_T / 32)
-static_assert(VC_ORDER_WINDOW % GRP_WIN == 0 && VC_ORDER_WINDOW_SMALL % GRP_WIN == 0 && GRP_WIN % VC_TILE_ROWS == 0,
-              "group windows lie inside the Gray windows and hold whole tiles");
-static_assert(GRP_PER <= 32 && GRP_WIN <= 1 << 11, "a thread's rows in one word, a row in the key's 11 bits");
-__global__ static void __launch_bounds__(GRP_T) k_group(const uint32_t *mask, int64_t n_out, int32_t *order) {
-  __shared__ int32_t ids[GRP_WIN];
-  __shared__ uint32_t ms[GRP_WIN];
-  __shared__ uint64_t wsum[2][GRP_WARPS]; /* a step's warp results, by step parity: best << 32 | zero rows */
+ * WIN rows of it greedily into runs of VC_TILE_ROWS: a run starts at the row left with the
+ * fewest offsets (ties: the first), takes every row left whose mask adds nothing to the
+ * run's union (in order, while the run has room) and then the row that adds the fewest
+ * offsets (ties: the most offsets of its own, then the first), until it is full. A larger
+ * window gives each run more rows to choose from: on the suite S shell of RES 64 the
+ * tiles' offsets are 1.60x the rows' in the Gray order, 1.44x after windows of 2048 and
+ * 1.37x after windows of 8192 (simulated), and the masked forward and dgrad ran 4 % faster
+ * (ncu, RES 64 and 128). But a window is one chain of steps (a step a row that grows the
+ * union or seeds a run: ~130 of them in 2048 rows, ~450 in 8192), so the larger window
+ * costs 0.46-0.61 ms a plan against 0.09-0.12 (ncu, RES 64 and 256), and only the widest
+ * layers take it (vc_cuda_plan_groups; bench/NOTES.md, sessions 21 and 22). One CTA of T
+ * threads a window (the windows run side by side): thread t holds rows t PER .. in
+ * registers, the rows left as one bit each; a step is one pass over them, a warp scan of the
+ * rows that add nothing, one barrier, and three warp reductions of the warps' counts and
+ * least additions. */
+template <int WIN, int T>
+__global__ static void __launch_bounds__(T) k_group(const uint32_t *mask, int64_t n_out, const int32_t *in,
+                                                    int32_t *order) {
+  constexpr int PER = WIN / T, WARPS = T / 32, RB = WIN <= 2048 ? 11 : WIN <= 8192 ? 13 : 15;
+  static_assert(PER <= 32 && WARPS <= 32 && WIN <= 1 << RB && RB + 12 <= 32,
+                "a thread's rows in one word, a warp's result a lane; the key's fields fit");
+  static_assert(VC_ORDER_WINDOW % WIN == 0 && VC_ORDER_WINDOW_SMALL % WIN == 0 && WIN % VC_TILE_ROWS == 0,
+                "windows lie inside the Gray windows and hold whole tiles");
+  extern __shared__ uint32_t grp_smem[]; /* WIN row ids, then their masks */
+  int32_t *ids = (int32_t *)grp_smem;
+  uint32_t *ms = grp_smem + WIN;
+  __shared__ uint64_t wsum[2][WARPS]; /* a step's warp results, by step parity: best << 32 | zero rows */
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
-  const int64_t w0 = (int64_t)blockIdx.x * GRP_WIN;
-  const int nw = (int)min((int64_t)GRP_WIN, n_out - w0);
-  for (int i = t; i < nw; i += GRP_T) {
-    const int32_t r = order[w0 + i];
+  const int64_t w0 = (int64_t)blockIdx.x * WIN;
+  const int nw = (int)min((int64_t)WIN, n_out - w0);
+  for (int i = t; i < nw; i += T) {
+    const int32_t r = in[w0 + i];
     ids[i] = r, ms[i] = mask[r];
   }
   __syncthreads();
-  uint32_t v[GRP_PER], rem = 0; /* this thread's rows t GRP_PER + j and which are left */
+  /* this thread's rows t PER + j: masks, their keys' fixed part (32 - own offsets) << RB |
+   * row, and which are left */
+  uint32_t v[PER], kc[PER], rem = 0;
 #pragma unroll
-  for (int j = 0; j < GRP_PER; j++) {
-    const int i = t * GRP_PER + j;
+  for (int j = 0; j < PER; j++) {
+    const int i = t * PER + j;
     v[j] = i < nw ? ms[i] : 0u;
+    kc[j] = (uint32_t)(32 - __popc(v[j])) << RB | (uint32_t)i;
     if (i < nw) rem |= 1u << j;
   }
   uint32_t u = 0;
   int pos = 0, run = 0, par = 0; /* rows placed, rows in the current run: uniform */
   while (pos < nw) {
-    /* a new run takes the first row left; a run under way takes the rows left that add no
-     * offset, in order, then (room left) the row that adds the fewest */
-    uint32_t zb = 0, best = ~0u; /* best: growth << 17 | (32 - own offsets) << 11 | row */
+    uint32_t zb = 0, best = ~0u; /* a seed: own offsets << RB | row; else growth << RB + 6 | kc */
+    if (run == 0) {
 #pragma unroll
-    for (int j = 0; j < GRP_PER; j++) {
-      const uint32_t x = v[j] & ~u, row = (uint32_t)(t * GRP_PER + j);
-      const bool left = rem >> j & 1;
-      if (run == 0) {
-        if (left) best = min(best, row);
-      } else if (left && !x) {
-        zb |= 1u << j;
-      } else if (left) {
-        best = min(best, (uint32_t)__popc(x) << 17 | (uint32_t)(32 - __popc(v[j])) << 11 | row);
+      for (int j = 0; j < PER; j++)
+        if (rem >> j & 1) best = min(best, (uint32_t)__popc(v[j]) << RB | (kc[j] & ((1u << RB) - 1)));
+    } else {
+#pragma unroll
+      for (int j = 0; j < PER; j++) {
+        const uint32_t x = v[j] & ~u;
+        if (rem >> j & 1) {
+          if (!x) zb |= 1u << j;
+          else best = min(best, (uint32_t)__popc(x) << (RB + 6) | kc[j]);
+        }
       }
     }
     const int zc = __popc(zb);
@@ -583,32 +593,37 @@ __global__ static void __launch_bounds__(GRP_T) k_group(const uint32_t *mask, in
     const uint32_t wbest = __reduce_min_sync(~0u, best);
     if (lane == 31) wsum[par][warp] = (uint64_t)wbest << 32 | (uint32_t)incl;
     __syncthreads();
-    int before = 0, total = 0;
-    best = ~0u;
-#pragma unroll
-    for (int w = 0; w < GRP_WARPS; w++) {
-      const uint64_t x = wsum[par][w];
-      const int c = (int)(uint32_t)x;
-      before += w < warp ? c : 0, total += c;
-      best = min(best, (uint32_t)(x >> 32));
-    }
+    /* lane l reads warp l's result (reading all of them in every thread cost more than the
+     * step's pass at 32 warps) */
+    const uint64_t wl = lane < WARPS ? wsum[par][lane] : ~0ull << 32;
+    const uint32_t cl = (uint32_t)wl;
+    const int before = (int)__reduce_add_sync(~0u, lane < warp ? cl : 0u), total = (int)__reduce_add_sync(~0u, cl);
+    best = __reduce_min_sync(~0u, (uint32_t)(wl >> 32));
     par ^= 1;
     const int need = VC_TILE_ROWS - run;
     for (int k = before + incl - zc; zb && k < need; k++) {
       const int j = __ffs(zb) - 1;
       zb &= zb - 1, rem &= ~(1u << j);
-      order[w0 + pos + k] = ids[t * GRP_PER + j];
+      order[w0 + pos + k] = ids[t * PER + j];
     }
     const int took = min(total, need);
     pos += took, run += took;
     if (run < VC_TILE_ROWS && pos < nw) { /* every row left adds an offset (or starts the run) */
-      const int i = (int)(best & (GRP_WIN - 1));
-      if (i / GRP_PER == t) rem &= ~(1u << (i % GRP_PER)), order[w0 + pos] = ids[i];
+      const int i = (int)(best & ((1u << RB) - 1));
+      if (i / PER == t) rem &= ~(1u << (i % PER)), order[w0 + pos] = ids[i];
       u = run == 0 ? ms[i] : u | ms[i];
       pos++, run++;
     }
     if (run == VC_TILE_ROWS) run = 0;
   }
+}
+#define GRP_LARGE_WIN 8192
+#define GRP_SMALL 2048, 256 /* window, threads */
+#define GRP_LARGE GRP_LARGE_WIN, 1024
+
+template <int WIN, int T>
+static void group_rows(const uint32_t *mask, int64_t n, const int32_t *in, int32_t *out, cudaStream_t s) {
+  k_group<WIN, T><<<(unsigned)((n + WIN - 1) / WIN), T, (size_t)WIN * 8, s>>>(mask, n, in, out);
 }
 
 /* tord = the VC_TILE_ROWS-row tiles by the count of offsets their rows meet (from the block
@@ -954,9 +969,10 @@ static vc_status encodings(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const 
 /* Built at the first call that asks, not with the plan: it costs about 0.1 ms (ncu, suite S
  * RES 64-256), which wide layers repay in a call or two and narrow ones not at all (suite
  * L's map build went 4.4 -> 5.3 ms for 2 % less convolution time; bench/NOTES.md, session
- * 21). */
-extern "C" vc_status vc_cuda_plan_groups(vc_context *ctx, const vc_plan *p, cudaStream_t s, const int32_t **order,
-                                         const uint32_t **blk, const int32_t **tile) {
+ * 21). That call's width picks the window, once for the plan: `large` (8192 rows) costs
+ * 0.46-0.61 ms and saves 30-40 us a forward or dgrad at C = 1024 and 512 (session 22). */
+extern "C" vc_status vc_cuda_plan_groups(vc_context *ctx, const vc_plan *p, cudaStream_t s, bool large,
+                                         const int32_t **order, const uint32_t **blk, const int32_t **tile) {
   vc_cuda_plan *cp = (vc_cuda_plan *)p->backend_data; /* its lazily built part only */
   *order = NULL, *blk = NULL, *tile = NULL;
   if (!cp->g_order) return VC_OK;
@@ -967,8 +983,7 @@ extern "C" vc_status vc_cuda_plan_groups(vc_context *ctx, const vc_plan *p, cuda
   if (cap != cudaStreamCaptureStatusNone) return VC_OK;
   const int64_t n = p->n_out, nblk = (n + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK;
   if (!cp->g_built) {
-    VC_CUDA_TRY(ctx, cudaMemcpyAsync(cp->g_order, cp->order, (size_t)n * sizeof(int32_t), cudaMemcpyDeviceToDevice, s));
-    k_group<<<(unsigned)((n + GRP_WIN - 1) / GRP_WIN), GRP_T, 0, s>>>(cp->g_rmask, n, cp->g_order);
+    (large ? group_rows<GRP_LARGE> : group_rows<GRP_SMALL>)(cp->g_rmask, n, cp->order, cp->g_order, s);
     k_block_masks<<<vc_grid(nblk), 256, 0, s>>>(cp->g_rmask, cp->g_order, n, 1, cp->g_blk);
     k_tile_order<<<1, TORD_THREADS, 0, s>>>(cp->g_blk, n, 1, cp->g_tile);
     VC_CUDA_TRY(ctx, cudaGetLastError());
@@ -1072,6 +1087,8 @@ extern "C" vc_status vc_cuda_kmap_init(vc_context *ctx, size_t optin) {
   vc_cuda(ctx)->order_window = large ? VC_ORDER_WINDOW : VC_ORDER_WINDOW_SMALL;
   VC_CUDA_TRY(ctx, cudaFuncSetAttribute(large ? k_order : k_order_small, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         (int)ORDER_SMEM(vc_cuda(ctx)->order_window)));
+  VC_CUDA_TRY(ctx, cudaFuncSetAttribute(k_group<GRP_LARGE>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        GRP_LARGE_WIN * 8));
   return VC_OK;
 }
 

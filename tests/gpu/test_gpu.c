@@ -731,15 +731,20 @@ static void masked_passes(vc_context *ctx, const plan_pair *pp, conv_data *cd, c
 /* The regrouped order (kmap.cu's k_group, vc_cuda_plan_groups): a submanifold plan of at
  * least half a 128-row tile a multiprocessor (12000 sites: 94 tiles; --small 9000: 71) and
  * 256 or more reduction channels, so the masked forward and dgrad take it, in a deterministic
- * context. Per dtype, on a fresh plan: the first forward (the build) on a second stream,
- * not waited for, then the forward on the test's stream, which must wait for that build,
- * checked against the reference and bitwise equal to the first; then the dgrad, checked. */
+ * context; 256 input channels build it from windows of 2048 rows, 512 from windows of 8192
+ * (one full window and a part). Per case, on a fresh plan: the first forward (the build) on
+ * a second stream, not waited for, then the forward on the test's stream, which must wait
+ * for that build, checked against the reference and bitwise equal to the first; then the
+ * dgrad, checked. */
 static void test_masked_groups(void) {
   if (!g_has_masked) {
     printf("  no sm_90 device (or VOXCONV_WGMMA=0): nothing to test\n");
     return;
   }
-  static const vc_dtype dtypes[3] = {VC_DTYPE_F16, VC_DTYPE_BF16, VC_DTYPE_F32};
+  static const struct {
+    vc_dtype dtype;
+    int64_t ci;
+  } cases[5] = {{VC_DTYPE_F16, 256}, {VC_DTYPE_BF16, 256}, {VC_DTYPE_F32, 256}, {VC_DTYPE_F16, 512}, {VC_DTYPE_F32, 512}};
   vc_context *ctx = NULL;
   setenv("VOXCONV_DETERMINISTIC", "1", 1);
   CHECK_OK(NULL, vc_context_create(VC_DEVICE_CUDA, 0, &ctx));
@@ -749,16 +754,16 @@ static void test_masked_groups(void) {
     vc_context_destroy(ctx);
     return;
   }
-  for (int t = 0; t < 3; t++) {
+  for (int t = 0; t < 5; t++) {
     plan_pair pp;
     conv_data cd;
-    if (!subm_setup(&pp, &cd, ctx, g_small ? 9000 : 12000, 256, 264, dtypes[t], 3u)) continue;
+    if (!subm_setup(&pp, &cd, ctx, g_small ? 9000 : 12000, cases[t].ci, 264, cases[t].dtype, 3u)) continue;
     vc_conv_args a = cd.args;
     a.algo = VC_ALGO_MASKED;
     if (a.dtype == VC_DTYPE_F32) a.math = VC_MATH_TF32;
     char what[256];
-    snprintf(what, sizeof what, "%s %s ci=256 co=264 masked, regrouped", pp.what,
-             a.dtype == VC_DTYPE_F32 ? "f32+tf32" : vc_dtype_name(a.dtype));
+    snprintf(what, sizeof what, "%s %s ci=%lld co=264 masked, regrouped", pp.what,
+             a.dtype == VC_DTYPE_F32 ? "f32+tf32" : vc_dtype_name(a.dtype), (long long)cases[t].ci);
     size_t bytes = 0;
     CHECK_OK(ctx, vc_conv_workspace_size(pp.gpu, &a, VC_PASS_FORWARD, &bytes));
     void *ws = bytes ? dev_alloc(bytes) : NULL, *y = dev_alloc((size_t)cd.n[T_Y] * vc_dtype_size(a.dtype));
