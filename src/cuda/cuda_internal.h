@@ -96,9 +96,9 @@ static inline bool vc_cuda_tile_order_used(int64_t units, int n_sm) {
  * 8, 5 and 5 % faster); narrower layers gained ~2 % in suite L, less than a build costs. */
 #define VC_GROUP_MIN_CHANNELS 256
 /* From this many, the first call builds it from windows of 8192 rows instead of 2048: the
- * forward and dgrad 4 % faster at C = 1024 and 512 in f16 (ncu), tf32 too (bench), for a
+ * forward and dgrad about 4 % faster at C = 1024 and 512 in f16 (ncu), tf32 too (bench), for a
  * build of 0.46-0.61 ms instead of 0.09-0.12, which a layer this wide repays in about 20
- * calls (session 22); at C = 256 the bench gained under 1 %. */
+ * calls (session 22); at C = 256 the bench gained 1-2 %. */
 #define VC_GROUP_LARGE_CHANNELS 512
 
 static inline vc_cuda_state *vc_cuda(vc_context *ctx) { return (vc_cuda_state *)ctx->backend_state; }

@@ -526,7 +526,7 @@ __global__ static void k_block_masks(const uint32_t *mask, const int32_t *order,
  * offsets (ties: the most offsets of its own, then the first), until it is full. A larger
  * window gives each run more rows to choose from: on the suite S shell of RES 64 the
  * tiles' offsets are 1.60x the rows' in the Gray order, 1.44x after windows of 2048 and
- * 1.37x after windows of 8192 (simulated), and the masked forward and dgrad ran 4 % faster
+ * 1.37x after windows of 8192 (simulated), and the masked forward and dgrad ran ~4 % faster
  * (ncu, RES 64 and 128). But a window is one chain of steps (a step a row that grows the
  * union or seeds a run: ~130 of them in 2048 rows, ~450 in 8192), so the larger window
  * costs 0.46-0.61 ms a plan against 0.09-0.12 (ncu, RES 64 and 256), and only the widest
