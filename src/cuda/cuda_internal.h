@@ -52,6 +52,7 @@ typedef struct vc_cuda_plan {
   int32_t *g_tile;
   cudaEvent_t g_done;
   bool g_built;
+  int g_window; /* rows a window of the built order: 2048 or 8192 */
   cudaStream_t g_stream;
   int64_t *offsets_dev; /* [K+1] device copy of the plan's pair offsets */
   int64_t *pair_start;  /* [K, ceil(n_out / VC_PAIR_ROWS)] the index of offset r's first pair
@@ -97,8 +98,8 @@ static inline bool vc_cuda_tile_order_used(int64_t units, int n_sm) {
 #define VC_GROUP_MIN_CHANNELS 256
 /* From this many, the first call builds it from windows of 8192 rows instead of 2048: the
  * forward and dgrad about 4 % faster at C = 1024 and 512 in f16 (ncu), tf32 too (bench), for a
- * build of 0.46-0.61 ms instead of 0.09-0.12, which a layer this wide repays in about 20
- * calls (session 22); at C = 256 the bench gained 1-2 %. */
+ * build of 0.46-0.61 ms instead of 0.09-0.12, whose difference a layer this wide repays in
+ * about 15 calls (session 22); at C = 256 the bench gained 1-2 %. */
 #define VC_GROUP_LARGE_CHANNELS 512
 
 static inline vc_cuda_state *vc_cuda(vc_context *ctx) { return (vc_cuda_state *)ctx->backend_state; }
@@ -134,6 +135,9 @@ void vc_cuda_plan_release(vc_plan *p);
  * NULL where the plan has none or s is capturing a graph. */
 vc_status vc_cuda_plan_groups(vc_context *ctx, const vc_plan *p, cudaStream_t s, bool large, const int32_t **order,
                               const uint32_t **blk, const int32_t **tile);
+/* The rows a window of p's regrouped order, once a call has built it (2048 or 8192), else 0:
+ * for the GPU tests, which declare it themselves (C linkage). */
+int vc_cuda_plan_group_window(const vc_plan *p);
 
 /* scan.cu: exclusive prefix sums of n int32 counts (the total lands in ((int64_t *)tmp)[ntiles]);
  * `tmp` holds vc_cuda_scan_tmp_bytes(n). */

@@ -528,13 +528,14 @@ __global__ static void k_block_masks(const uint32_t *mask, const int32_t *order,
  * tiles' offsets are 1.60x the rows' in the Gray order, 1.44x after windows of 2048 and
  * 1.37x after windows of 8192 (simulated), and the masked forward and dgrad ran ~4 % faster
  * (ncu, RES 64 and 128). But a window is one chain of steps (a step a row that grows the
- * union or seeds a run: ~130 of them in 2048 rows, ~450 in 8192), so the larger window
+ * union or seeds a run, after placing the rows that add nothing: ~130 of them in 2048
+ * rows, ~450 in 8192), so the larger window
  * costs 0.46-0.61 ms a plan against 0.09-0.12 (ncu, RES 64 and 256), and only the widest
  * layers take it (vc_cuda_plan_groups; bench/NOTES.md, sessions 21 and 22). One CTA of T
  * threads a window (the windows run side by side): thread t holds rows t PER .. in
  * registers, the rows left as one bit each; a step is one pass over them, a warp scan of the
- * rows that add nothing, one barrier, and three warp reductions of the warps' counts and
- * least additions. */
+ * rows that add nothing and a warp minimum of the keys, one barrier, and three warp
+ * reductions of the warps' results (the count before this warp, the total, the least key). */
 template <int WIN, int T>
 __global__ static void __launch_bounds__(T) k_group(const uint32_t *mask, int64_t n_out, const int32_t *in,
                                                     int32_t *order) {
@@ -566,7 +567,7 @@ __global__ static void __launch_bounds__(T) k_group(const uint32_t *mask, int64_
     if (i < nw) rem |= 1u << j;
   }
   uint32_t u = 0;
-  int pos = 0, run = 0, par = 0; /* rows placed, rows in the current run: uniform */
+  int pos = 0, run = 0, par = 0; /* rows placed, rows in the current run, wsum's half: uniform */
   while (pos < nw) {
     uint32_t zb = 0, best = ~0u; /* a seed: own offsets << RB | row; else growth << RB + 6 | kc */
     if (run == 0) {
@@ -617,8 +618,9 @@ __global__ static void __launch_bounds__(T) k_group(const uint32_t *mask, int64_
     if (run == VC_TILE_ROWS) run = 0;
   }
 }
+#define GRP_SMALL_WIN 2048
 #define GRP_LARGE_WIN 8192
-#define GRP_SMALL 2048, 256 /* window, threads */
+#define GRP_SMALL GRP_SMALL_WIN, 256 /* window, threads */
 #define GRP_LARGE GRP_LARGE_WIN, 1024
 
 template <int WIN, int T>
@@ -970,7 +972,8 @@ static vc_status encodings(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const 
  * RES 64-256), which wide layers repay in a call or two and narrow ones not at all (suite
  * L's map build went 4.4 -> 5.3 ms for 2 % less convolution time; bench/NOTES.md, session
  * 21). That call's width picks the window, once for the plan: `large` (8192 rows) costs
- * 0.46-0.61 ms and saves 30-40 us a forward or dgrad at C = 1024 and 512 (session 22). */
+ * 0.46-0.61 ms and saves 30-40 us a forward or dgrad at C = 1024 and 512 (session 22). The
+ * window of the built order is kept for vc_cuda_plan_group_window. */
 extern "C" vc_status vc_cuda_plan_groups(vc_context *ctx, const vc_plan *p, cudaStream_t s, bool large,
                                          const int32_t **order, const uint32_t **blk, const int32_t **tile) {
   vc_cuda_plan *cp = (vc_cuda_plan *)p->backend_data; /* its lazily built part only */
@@ -988,12 +991,17 @@ extern "C" vc_status vc_cuda_plan_groups(vc_context *ctx, const vc_plan *p, cuda
     k_tile_order<<<1, TORD_THREADS, 0, s>>>(cp->g_blk, n, 1, cp->g_tile);
     VC_CUDA_TRY(ctx, cudaGetLastError());
     VC_CUDA_TRY(ctx, cudaEventRecord(cp->g_done, s));
-    cp->g_built = true, cp->g_stream = s;
+    cp->g_built = true, cp->g_stream = s, cp->g_window = large ? GRP_LARGE_WIN : GRP_SMALL_WIN;
   } else if (s != cp->g_stream) {
     VC_CUDA_TRY(ctx, cudaStreamWaitEvent(s, cp->g_done, 0));
   }
   *order = cp->g_order, *blk = cp->g_blk, *tile = cp->g_tile;
   return VC_OK;
+}
+
+extern "C" int vc_cuda_plan_group_window(const vc_plan *p) {
+  const vc_cuda_plan *cp = vc_cuda_plan_of(p);
+  return cp && cp->g_built ? cp->g_window : 0;
 }
 
 static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int32_t *coords, const vc_plan *paired,

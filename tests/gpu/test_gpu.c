@@ -729,13 +729,17 @@ static void masked_passes(vc_context *ctx, const plan_pair *pp, conv_data *cd, c
 }
 
 /* The regrouped order (kmap.cu's k_group, vc_cuda_plan_groups): a submanifold plan of at
- * least half a 128-row tile a multiprocessor (12000 sites: 94 tiles; --small 9000: 71) and
- * 256 or more reduction channels, so the masked forward and dgrad take it, in a deterministic
- * context; 256 input channels build it from windows of 2048 rows, 512 from windows of 8192
- * (one full window and a part). Per case, on a fresh plan: the first forward (the build) on
- * a second stream, not waited for, then the forward on the test's stream, which must wait
- * for that build, checked against the reference and bitwise equal to the first; then the
- * dgrad, checked. */
+ * least half a 128-row tile a multiprocessor (12000 sites: 94 tiles; --small 9000: 71; 68
+ * sites a multiprocessor where that is more) and 256 or more reduction channels, so the
+ * masked forward and dgrad take it, in a deterministic context. The first call's reduction
+ * channels pick the window: 256 (ci of the forward) build it from windows of 2048 rows, 512
+ * from windows of 8192 (one full window and a part), checked through the library's
+ * vc_cuda_plan_group_window. Per case, on a fresh plan: the first forward on a second
+ * stream, not waited for (the build, but where the dgrad ran first), then the forward on
+ * the test's stream, which must wait for that build, checked against the reference and
+ * bitwise equal to the first; then the dgrad, checked. */
+int vc_cuda_plan_group_window(const vc_plan *p); /* kmap.cu; in no public header */
+
 static void test_masked_groups(void) {
   if (!g_has_masked) {
     printf("  no sm_90 device (or VOXCONV_WGMMA=0): nothing to test\n");
@@ -743,8 +747,15 @@ static void test_masked_groups(void) {
   }
   static const struct {
     vc_dtype dtype;
-    int64_t ci;
-  } cases[5] = {{VC_DTYPE_F16, 256}, {VC_DTYPE_BF16, 256}, {VC_DTYPE_F32, 256}, {VC_DTYPE_F16, 512}, {VC_DTYPE_F32, 512}};
+    int64_t ci, co;
+    bool dgrad_first;
+    int window;
+  } cases[6] = {{VC_DTYPE_F16, 256, 264, false, 2048}, {VC_DTYPE_BF16, 256, 264, false, 2048},
+                {VC_DTYPE_F32, 256, 264, false, 2048}, {VC_DTYPE_F16, 512, 264, false, 8192},
+                {VC_DTYPE_F32, 512, 264, false, 8192}, {VC_DTYPE_BF16, 264, 512, true, 8192}};
+  int n_sm = 0;
+  if (!CU(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, 0))) return;
+  const int64_t base = g_small ? 9000 : 12000, sites = base > 68 * (int64_t)n_sm ? base : 68 * (int64_t)n_sm;
   vc_context *ctx = NULL;
   setenv("VOXCONV_DETERMINISTIC", "1", 1);
   CHECK_OK(NULL, vc_context_create(VC_DEVICE_CUDA, 0, &ctx));
@@ -754,16 +765,18 @@ static void test_masked_groups(void) {
     vc_context_destroy(ctx);
     return;
   }
-  for (int t = 0; t < 5; t++) {
+  for (int t = 0; t < 6; t++) {
     plan_pair pp;
     conv_data cd;
-    if (!subm_setup(&pp, &cd, ctx, g_small ? 9000 : 12000, cases[t].ci, 264, cases[t].dtype, 3u)) continue;
+    if (!subm_setup(&pp, &cd, ctx, sites, cases[t].ci, cases[t].co, cases[t].dtype, 3u)) continue;
     vc_conv_args a = cd.args;
     a.algo = VC_ALGO_MASKED;
     if (a.dtype == VC_DTYPE_F32) a.math = VC_MATH_TF32;
     char what[256];
-    snprintf(what, sizeof what, "%s %s ci=%lld co=264 masked, regrouped", pp.what,
-             a.dtype == VC_DTYPE_F32 ? "f32+tf32" : vc_dtype_name(a.dtype), (long long)cases[t].ci);
+    snprintf(what, sizeof what, "%s %s ci=%lld co=%lld masked, regrouped%s", pp.what,
+             a.dtype == VC_DTYPE_F32 ? "f32+tf32" : vc_dtype_name(a.dtype), (long long)cases[t].ci,
+             (long long)cases[t].co, cases[t].dgrad_first ? ", dgrad first" : "");
+    if (cases[t].dgrad_first) run_checked(ctx, pp.gpu, &cd, &a, VC_PASS_BACKWARD_DATA, what);
     size_t bytes = 0;
     CHECK_OK(ctx, vc_conv_workspace_size(pp.gpu, &a, VC_PASS_FORWARD, &bytes));
     void *ws = bytes ? dev_alloc(bytes) : NULL, *y = dev_alloc((size_t)cd.n[T_Y] * vc_dtype_size(a.dtype));
@@ -783,6 +796,9 @@ static void test_masked_groups(void) {
     dev_free(ws);
     dev_free(y);
     run_checked(ctx, pp.gpu, &cd, &a, VC_PASS_BACKWARD_DATA, what);
+    const int window = vc_cuda_plan_group_window(pp.gpu);
+    CHECK(window == cases[t].window, "%s: the regrouped order was built from windows of %d rows, expected %d", what,
+          window, cases[t].window);
     data_free(&cd);
     pair_free(&pp);
   }
