@@ -51,8 +51,7 @@ typedef struct vc_cuda_plan {
   uint32_t *g_blk, *g_rmask;
   int32_t *g_tile;
   cudaEvent_t g_done;
-  bool g_built;
-  int g_window; /* rows a window of the built order: 2048 or 8192 */
+  int g_window; /* rows a window of the built order (2048 or 8192); 0 until it is built */
   cudaStream_t g_stream;
   int64_t *offsets_dev; /* [K+1] device copy of the plan's pair offsets */
   int64_t *pair_start;  /* [K, ceil(n_out / VC_PAIR_ROWS)] the index of offset r's first pair

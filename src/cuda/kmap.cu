@@ -406,6 +406,16 @@ __device__ static inline uint32_t gray_rank(uint32_t m) {
   return m;
 }
 
+/* x summed over lanes 0 .. lane of the warp (all 32 lanes take part) */
+__device__ static __forceinline__ uint32_t warp_inclusive_sum(uint32_t x, int lane) {
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const uint32_t y = __shfl_up_sync(0xffffffffu, x, d);
+    if (lane >= d) x += y;
+  }
+  return x;
+}
+
 /* One block per window of rows (windows keep the caller's, usually spatially local, row
  * order at large scale): a stable least-significant-digit radix sort of the rows' Gray
  * ranks in shared memory, 4 bits a pass, so equal masks keep row order. Keys are
@@ -456,12 +466,7 @@ __device__ static __forceinline__ void order_window(const uint32_t *mask, int64_
     for (int i = 0; i < ORDER_ITEMS; i++) cnt[((k[i] >> shift) & (ORDER_BINS - 1)) * threads + t]++;
 #pragma unroll
     for (int d = 0; d < ORDER_BINS; d++) { /* cnt becomes the exclusive prefix within the warp */
-      const uint32_t c = cnt[d * threads + t];
-      uint32_t x = c;
-      for (int s = 1; s < 32; s <<= 1) {
-        uint32_t y = __shfl_up_sync(0xffffffffu, x, s);
-        if (lane >= s) x += y;
-      }
+      const uint32_t c = cnt[d * threads + t], x = warp_inclusive_sum(c, lane);
       cnt[d * threads + t] = x - c;
       if (lane == 31) wsum[warp][d] = x;
     }
@@ -573,7 +578,7 @@ __global__ static void __launch_bounds__(T) k_group(const uint32_t *mask, int64_
     if (run == 0) {
 #pragma unroll
       for (int j = 0; j < PER; j++)
-        if (rem >> j & 1) best = min(best, (uint32_t)__popc(v[j]) << RB | (kc[j] & ((1u << RB) - 1)));
+        if (rem >> j & 1) best = min(best, (uint32_t)__popc(v[j]) << RB | (uint32_t)(t * PER + j));
     } else {
 #pragma unroll
       for (int j = 0; j < PER; j++) {
@@ -584,13 +589,7 @@ __global__ static void __launch_bounds__(T) k_group(const uint32_t *mask, int64_
         }
       }
     }
-    const int zc = __popc(zb);
-    int incl = zc;
-#pragma unroll
-    for (int d = 1; d < 32; d <<= 1) {
-      const int y = __shfl_up_sync(~0u, incl, d);
-      if (lane >= d) incl += y;
-    }
+    const int zc = __popc(zb), incl = (int)warp_inclusive_sum((uint32_t)zc, lane);
     const uint32_t wbest = __reduce_min_sync(~0u, best);
     if (lane == 31) wsum[par][warp] = (uint64_t)wbest << 32 | (uint32_t)incl;
     __syncthreads();
@@ -622,10 +621,11 @@ __global__ static void __launch_bounds__(T) k_group(const uint32_t *mask, int64_
 #define GRP_LARGE_WIN 8192
 #define GRP_SMALL GRP_SMALL_WIN, 256 /* window, threads */
 #define GRP_LARGE GRP_LARGE_WIN, 1024
+#define GRP_SMEM(win) ((size_t)(win) * 8) /* a window's row ids and masks */
 
 template <int WIN, int T>
 static void group_rows(const uint32_t *mask, int64_t n, const int32_t *in, int32_t *out, cudaStream_t s) {
-  k_group<WIN, T><<<(unsigned)((n + WIN - 1) / WIN), T, (size_t)WIN * 8, s>>>(mask, n, in, out);
+  k_group<WIN, T><<<(unsigned)((n + WIN - 1) / WIN), T, GRP_SMEM(WIN), s>>>(mask, n, in, out);
 }
 
 /* tord = the VC_TILE_ROWS-row tiles by the count of offsets their rows meet (from the block
@@ -985,13 +985,13 @@ extern "C" vc_status vc_cuda_plan_groups(vc_context *ctx, const vc_plan *p, cuda
   VC_CUDA_TRY(ctx, cudaStreamIsCapturing(s, &cap));
   if (cap != cudaStreamCaptureStatusNone) return VC_OK;
   const int64_t n = p->n_out, nblk = (n + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK;
-  if (!cp->g_built) {
+  if (!cp->g_window) {
     (large ? group_rows<GRP_LARGE> : group_rows<GRP_SMALL>)(cp->g_rmask, n, cp->order, cp->g_order, s);
     k_block_masks<<<vc_grid(nblk), 256, 0, s>>>(cp->g_rmask, cp->g_order, n, 1, cp->g_blk);
     k_tile_order<<<1, TORD_THREADS, 0, s>>>(cp->g_blk, n, 1, cp->g_tile);
     VC_CUDA_TRY(ctx, cudaGetLastError());
     VC_CUDA_TRY(ctx, cudaEventRecord(cp->g_done, s));
-    cp->g_built = true, cp->g_stream = s, cp->g_window = large ? GRP_LARGE_WIN : GRP_SMALL_WIN;
+    cp->g_window = large ? GRP_LARGE_WIN : GRP_SMALL_WIN, cp->g_stream = s;
   } else if (s != cp->g_stream) {
     VC_CUDA_TRY(ctx, cudaStreamWaitEvent(s, cp->g_done, 0));
   }
@@ -1001,7 +1001,7 @@ extern "C" vc_status vc_cuda_plan_groups(vc_context *ctx, const vc_plan *p, cuda
 
 extern "C" int vc_cuda_plan_group_window(const vc_plan *p) {
   const vc_cuda_plan *cp = vc_cuda_plan_of(p);
-  return cp && cp->g_built ? cp->g_window : 0;
+  return cp ? cp->g_window : 0;
 }
 
 static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int32_t *coords, const vc_plan *paired,
@@ -1096,7 +1096,7 @@ extern "C" vc_status vc_cuda_kmap_init(vc_context *ctx, size_t optin) {
   VC_CUDA_TRY(ctx, cudaFuncSetAttribute(large ? k_order : k_order_small, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         (int)ORDER_SMEM(vc_cuda(ctx)->order_window)));
   VC_CUDA_TRY(ctx, cudaFuncSetAttribute(k_group<GRP_LARGE>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        GRP_LARGE_WIN * 8));
+                                        (int)GRP_SMEM(GRP_LARGE_WIN)));
   return VC_OK;
 }
 
