@@ -42,11 +42,12 @@ typedef struct vc_cuda_plan {
                           their units out in this order (vc_cuda_tile_order_used); NULL where
                           no call could use it */
   /* The regrouped order (k_group, kmap.cu) and its block masks and tile order, for the
-   * masked forward and dgrad of wide layers (vc_cuda_plan_groups): allocated with the plan
-   * where it could pay (one mask word, a tile order, at least half a tile a multiprocessor),
-   * else NULL; built by the first call that uses it, on that call's stream, from rmask (the
-   * row masks, kept for it), and ready for other streams once g_done has fired. One
-   * allocation: g_order's buffer holds the other three. */
+   * masked forward and dgrad of wide or large layers (vc_cuda_plan_groups): allocated with
+   * the plan where it could pay (one mask word, and a tile order with at least half a tile a
+   * multiprocessor, or VC_GROUP_LARGE_ROWS rows: then g_tile is NULL), else NULL; built by
+   * the first call that uses it, on that call's stream, from rmask (the row masks, kept for
+   * it), and ready for other streams once g_done has fired. One allocation: g_order's buffer
+   * holds the other three. */
   int32_t *g_order;
   uint32_t *g_blk, *g_rmask;
   int32_t *g_tile;
@@ -100,6 +101,15 @@ static inline bool vc_cuda_tile_order_used(int64_t units, int n_sm) {
  * build of 0.46-0.61 ms instead of 0.09-0.12, whose difference a layer this wide repays in
  * about 15 calls (session 22); at C = 256 the bench gained 1-2 %. */
 #define VC_GROUP_LARGE_CHANNELS 512
+/* Plans of this many rows take it at VC_GROUP_ROWS_CHANNELS reduction channels or more, from
+ * windows of 8192: their windows run side by side, so the build costs about what a small
+ * plan's does while a call's saving grows with the rows (suite S, f16, ncu: RES 512, C = 128,
+ * the forward 1083 -> 1032 us for a build of 448 us; RES 1024, C = 64, 1840 -> 1765 us for
+ * 1518 us, paid back in 9 and 20 calls; windows of 2048 gained 1.7 % at RES 512 and lost 4 %
+ * at RES 1024, session 23). They have no tile order (too many tiles), and the regrouped
+ * order has none either. Suite L's plans (at most ~400 k rows) stay below. */
+#define VC_GROUP_LARGE_ROWS ((int64_t)1 << 19)
+#define VC_GROUP_ROWS_CHANNELS 64
 
 static inline vc_cuda_state *vc_cuda(vc_context *ctx) { return (vc_cuda_state *)ctx->backend_state; }
 static inline const vc_cuda_plan *vc_cuda_plan_of(const vc_plan *p) { return (const vc_cuda_plan *)p->backend_data; }
@@ -128,10 +138,11 @@ vc_status vc_cuda_kmap_init(vc_context *ctx, size_t optin);
 vc_status vc_cuda_plan_build(vc_context *ctx, vc_plan *p, const int32_t *coords, const vc_plan *paired,
                              void *stream);
 void vc_cuda_plan_release(vc_plan *p);
-/* The regrouped order of plan p and its block masks and tile order (see vc_cuda_plan), built
- * on stream s by the first call that asks (later calls on other streams wait for it there),
- * from windows of 8192 rows where that call says `large`, else of 2048; VC_OK with *order
- * NULL where the plan has none or s is capturing a graph. */
+/* The regrouped order of plan p and its block masks and tile order (NULL where p has no
+ * tile order; see vc_cuda_plan), built on stream s by the first call that asks (later calls
+ * on other streams wait for it there), from windows of 8192 rows where that call says
+ * `large`, else of 2048; VC_OK with *order NULL where the plan has none or s is capturing a
+ * graph. */
 vc_status vc_cuda_plan_groups(vc_context *ctx, const vc_plan *p, cudaStream_t s, bool large, const int32_t **order,
                               const uint32_t **blk, const int32_t **tile);
 /* The rows a window of p's regrouped order, once a call has built it (2048 or 8192), else 0:

@@ -459,11 +459,13 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
     vc_cuda_wgrad_finish(out0, a->dtype, w.acc, a->dtype != VC_DTYPE_F32 ? 1 : 0, q.co * q.K * q.ci, out1, in1, p->n_out,
                          q.co, w.sums, s);
   } else if (q.rows > 0 && use_masked) {
-    if (q.order && q.c_red >= VC_GROUP_MIN_CHANNELS) { /* wide: the regrouped order, where the plan has one */
+    /* wide or large: the regrouped order, where the plan has one */
+    const bool large = p->n_out >= VC_GROUP_LARGE_ROWS && q.c_red >= VC_GROUP_ROWS_CHANNELS;
+    if (q.order && (q.c_red >= VC_GROUP_MIN_CHANNELS || large)) {
       const int32_t *go;
       const uint32_t *gb;
       const int32_t *gt;
-      const vc_status e = vc_cuda_plan_groups(ctx, p, s, q.c_red >= VC_GROUP_LARGE_CHANNELS, &go, &gb, &gt);
+      const vc_status e = vc_cuda_plan_groups(ctx, p, s, large || q.c_red >= VC_GROUP_LARGE_CHANNELS, &go, &gb, &gt);
       if (e != VC_OK) return e;
       if (go) q.order = go, q.blk_mask = gb, q.tile_order = gt;
     }

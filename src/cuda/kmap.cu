@@ -931,6 +931,29 @@ static order_bits order_bits_of(const vc_plan *p) {
   return ob;
 }
 
+/* The row masks (n_out words, W = 1) where the plan keeps them for vc_cuda_plan_groups:
+ * its regrouped order's buffer is allocated here, ahead of the map, where the order could
+ * pay (one mask word, and a tile order with at least half a tile a multiprocessor, or
+ * VC_GROUP_LARGE_ROWS rows), and the map writes the masks into it; else *rmask is NULL.
+ * One buffer of 4-byte words: order, row masks, tile order (where the plan has one), block
+ * masks (with four allocations suite L's map build read 0.15-0.27 ms longer, with one within
+ * the spread). */
+static vc_status group_buffer(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, int W, cudaStream_t s, uint32_t **rmask) {
+  const int64_t n = p->n_out, nblk = (n + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK,
+                tiles = (n + VC_TILE_ROWS - 1) / VC_TILE_ROWS;
+  const int n_sm = vc_cuda(ctx)->n_sm;
+  const bool tord = vc_cuda_tile_order_used(tiles, n_sm);
+  *rmask = NULL;
+  if (W != 1 || n == 0 || !(tord ? 2 * tiles >= n_sm : n >= VC_GROUP_LARGE_ROWS)) return VC_OK;
+  const int64_t gt = tord ? tiles : 0;
+  TRY(plan_alloc(ctx, p, (void **)&cp->g_order, (size_t)(2 * n + gt + nblk) * 4, s, "the regrouped order"));
+  cp->g_rmask = (uint32_t *)(cp->g_order + n), cp->g_tile = gt ? (int32_t *)(cp->g_rmask + n) : NULL;
+  cp->g_blk = (uint32_t *)(cp->g_rmask + n + gt);
+  VC_CUDA_TRY(ctx, cudaEventCreateWithFlags(&cp->g_done, cudaEventDisableTiming));
+  *rmask = cp->g_rmask;
+  return VC_OK;
+}
+
 /* Gray order, block masks and tile order from the row masks (W words a row), and
  * (non-submanifold) the reverse table. */
 static vc_status encodings(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const uint32_t *rmask, int W, cudaStream_t s) {
@@ -947,15 +970,6 @@ static vc_status encodings(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const 
     (window == VC_ORDER_WINDOW ? k_order : k_order_small)<<<(unsigned)((n + window - 1) / window),
                                                            window / ORDER_ITEMS, ORDER_SMEM(window), s>>>(
         rmask, n, W, bits, order_bits_of(p), cp->order);
-    if (W == 1 && cp->tile_order && 2 * tiles >= vc_cuda(ctx)->n_sm) { /* vc_cuda_plan_groups builds the rest */
-      /* one buffer of 4-byte words: order, row masks, tile order, block masks (with four
-       * allocations suite L's map build read 0.15-0.27 ms longer, with one within the spread) */
-      TRY(plan_alloc(ctx, p, (void **)&cp->g_order, (size_t)(2 * n + tiles + nblk) * 4, s, "the regrouped order"));
-      cp->g_rmask = (uint32_t *)(cp->g_order + n), cp->g_tile = (int32_t *)(cp->g_rmask + n);
-      cp->g_blk = (uint32_t *)(cp->g_tile + tiles);
-      VC_CUDA_TRY(ctx, cudaEventCreateWithFlags(&cp->g_done, cudaEventDisableTiming));
-      VC_CUDA_TRY(ctx, cudaMemcpyAsync(cp->g_rmask, rmask, (size_t)n * sizeof(uint32_t), cudaMemcpyDeviceToDevice, s));
-    }
     k_block_masks<<<vc_grid(nblk * W), 256, 0, s>>>(rmask, cp->order, n, W, cp->blk_mask);
     if (cp->tile_order) k_tile_order<<<1, TORD_THREADS, 0, s>>>(cp->blk_mask, n, W, cp->tile_order);
   }
@@ -972,7 +986,8 @@ static vc_status encodings(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const 
  * RES 64-256), which wide layers repay in a call or two and narrow ones not at all (suite
  * L's map build went 4.4 -> 5.3 ms for 2 % less convolution time; bench/NOTES.md, session
  * 21). That call's width picks the window, once for the plan: `large` (8192 rows) costs
- * 0.46-0.61 ms and saves 30-40 us a forward or dgrad at C = 1024 and 512 (session 22). The
+ * 0.46-0.61 ms and saves 30-40 us a forward or dgrad at C = 1024 and 512 (session 22), and
+ * 0.45 / 1.5 ms for 50 / 75 us at 1 M rows and C = 128 / 4 M and C = 64 (session 23). The
  * window of the built order is kept for vc_cuda_plan_group_window. */
 extern "C" vc_status vc_cuda_plan_groups(vc_context *ctx, const vc_plan *p, cudaStream_t s, bool large,
                                          const int32_t **order, const uint32_t **blk, const int32_t **tile) {
@@ -988,7 +1003,7 @@ extern "C" vc_status vc_cuda_plan_groups(vc_context *ctx, const vc_plan *p, cuda
   if (!cp->g_window) {
     (large ? group_rows<GRP_LARGE> : group_rows<GRP_SMALL>)(cp->g_rmask, n, cp->order, cp->g_order, s);
     k_block_masks<<<vc_grid(nblk), 256, 0, s>>>(cp->g_rmask, cp->g_order, n, 1, cp->g_blk);
-    k_tile_order<<<1, TORD_THREADS, 0, s>>>(cp->g_blk, n, 1, cp->g_tile);
+    if (cp->g_tile) k_tile_order<<<1, TORD_THREADS, 0, s>>>(cp->g_blk, n, 1, cp->g_tile);
     VC_CUDA_TRY(ctx, cudaGetLastError());
     VC_CUDA_TRY(ctx, cudaEventRecord(cp->g_done, s));
     cp->g_window = large ? GRP_LARGE_WIN : GRP_SMALL_WIN, cp->g_stream = s;
@@ -1055,9 +1070,10 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
   const int64_t nbn = p->n_out * g.K, nrb = (p->n_out + PAIR_ROWS - 1) / PAIR_ROWS;
   const int W = (g.K + 31) / 32;
   int32_t *cnt;
-  uint32_t *rmask; /* [n_out, W] bit r set when nb[o, r] >= 0: only the order and block masks need it */
+  uint32_t *rmask; /* [n_out, W] bit r set when nb[o, r] >= 0: only the orders and block masks need it */
   TRY(plan_alloc(ctx, p, (void **)&cp->nb, (size_t)nbn * sizeof(int32_t), s, "the neighbour table"));
-  TRY(scratch_alloc(ctx, t, (void **)&rmask, (size_t)p->n_out * W * sizeof(uint32_t), "row masks"));
+  TRY(group_buffer(ctx, p, cp, W, s, &rmask));
+  if (!rmask) TRY(scratch_alloc(ctx, t, (void **)&rmask, (size_t)p->n_out * W * sizeof(uint32_t), "row masks"));
   TRY(scratch_alloc(ctx, t, (void **)&cnt, (size_t)(nrb * g.K) * sizeof(int32_t), "pair counts"));
   if (p->n_out > 0) {
     if (kind == VC_CONV_INVERSE) {

@@ -2,7 +2,7 @@
  *   kmap_*         kernel maps of every kind identical to the CPU's; bad sites rejected alike
  *   conv_*         every algorithm x pass x dtype/math x kind against the f64 reference
  *   masked_tiles   the Hopper masked kernels at each tile width (VOXCONV_MASKED_BN), all passes
- *   masked_groups  the regrouped order of wide layers: built by the first call, waited for on
+ *   masked_groups  the regrouped order of wide or large layers: built by the first call, waited for on
  *                  another stream, checked and bitwise repeatable
  *   determinism    repeated runs agree; with VOXCONV_DETERMINISTIC=1 bitwise
  *   tune           vc_conv_tune's pick is what VC_ALGO_AUTO runs, and it lands in the cache file;
@@ -737,7 +737,11 @@ static void masked_passes(vc_context *ctx, const plan_pair *pp, conv_data *cd, c
  * vc_cuda_plan_group_window. Per case, on a fresh plan: the first forward on a second
  * stream, not waited for (the build, but where the dgrad ran first), then the forward on
  * the test's stream, which must wait for that build, checked against the reference and
- * bitwise equal to the first; then the dgrad, checked. */
+ * bitwise equal to the first; then the dgrad, checked. Two more cases check the rows rule: 128
+ * reduction channels on the same plan size keep the Gray order (window 0), and a plan of
+ * 2^19 sites (cuda_internal.h's VC_GROUP_LARGE_ROWS; not at --small), too many tiles for a
+ * tile order, regroups from windows of 8192 at 64 channels (the forward; its dgrad's 16
+ * keep the order). */
 int vc_cuda_plan_group_window(const vc_plan *p); /* kmap.cu; in no public header */
 
 static void test_masked_groups(void) {
@@ -748,11 +752,12 @@ static void test_masked_groups(void) {
   static const struct {
     vc_dtype dtype;
     int64_t ci, co;
-    bool dgrad_first;
+    bool dgrad_first, big;
     int window;
-  } cases[6] = {{VC_DTYPE_F16, 256, 264, false, 2048}, {VC_DTYPE_BF16, 256, 264, false, 2048},
-                {VC_DTYPE_F32, 256, 264, false, 2048}, {VC_DTYPE_F16, 512, 264, false, 8192},
-                {VC_DTYPE_F32, 512, 264, false, 8192}, {VC_DTYPE_BF16, 264, 512, true, 8192}};
+  } cases[8] = {{VC_DTYPE_F16, 256, 264, false, false, 2048}, {VC_DTYPE_BF16, 256, 264, false, false, 2048},
+                {VC_DTYPE_F32, 256, 264, false, false, 2048}, {VC_DTYPE_F16, 512, 264, false, false, 8192},
+                {VC_DTYPE_F32, 512, 264, false, false, 8192}, {VC_DTYPE_BF16, 264, 512, true, false, 8192},
+                {VC_DTYPE_F16, 128, 128, false, false, 0},    {VC_DTYPE_F16, 64, 16, false, true, 8192}};
   int n_sm = 0;
   if (!CU(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, 0))) return;
   const int64_t base = g_small ? 9000 : 12000, sites = base > 68 * (int64_t)n_sm ? base : 68 * (int64_t)n_sm;
@@ -765,17 +770,21 @@ static void test_masked_groups(void) {
     vc_context_destroy(ctx);
     return;
   }
-  for (int t = 0; t < 6; t++) {
+  for (int t = 0; t < 8; t++) {
+    if (cases[t].big && g_small) continue;
     plan_pair pp;
     conv_data cd;
-    if (!subm_setup(&pp, &cd, ctx, sites, cases[t].ci, cases[t].co, cases[t].dtype, 3u)) continue;
+    if (!subm_setup(&pp, &cd, ctx, cases[t].big ? (int64_t)1 << 19 : sites, cases[t].ci, cases[t].co, cases[t].dtype,
+                    3u))
+      continue;
     vc_conv_args a = cd.args;
     a.algo = VC_ALGO_MASKED;
     if (a.dtype == VC_DTYPE_F32) a.math = VC_MATH_TF32;
     char what[256];
-    snprintf(what, sizeof what, "%s %s ci=%lld co=%lld masked, regrouped%s", pp.what,
+    snprintf(what, sizeof what, "%s %s ci=%lld co=%lld masked, %s%s", pp.what,
              a.dtype == VC_DTYPE_F32 ? "f32+tf32" : vc_dtype_name(a.dtype), (long long)cases[t].ci,
-             (long long)cases[t].co, cases[t].dgrad_first ? ", dgrad first" : "");
+             (long long)cases[t].co, cases[t].window ? "regrouped" : "Gray order",
+             cases[t].dgrad_first ? ", dgrad first" : "");
     if (cases[t].dgrad_first) run_checked(ctx, pp.gpu, &cd, &a, VC_PASS_BACKWARD_DATA, what);
     size_t bytes = 0;
     CHECK_OK(ctx, vc_conv_workspace_size(pp.gpu, &a, VC_PASS_FORWARD, &bytes));
