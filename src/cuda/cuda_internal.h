@@ -43,8 +43,10 @@ typedef struct vc_cuda_plan {
                           no call could use it */
   /* The regrouped order (k_group, kmap.cu) and its block masks and tile order, for the
    * masked forward and dgrad of wide or large layers (vc_cuda_plan_groups): allocated with
-   * the plan where it could pay (one mask word, and a tile order with at least half a tile a
-   * multiprocessor, or VC_GROUP_LARGE_ROWS rows: then g_tile is NULL), else NULL; built by
+   * the plan where it could pay (the masked kernels, one mask word, and a tile order with at
+   * least half a tile a multiprocessor, or VC_GROUP_LARGE_ROWS rows), else NULL; g_tile is
+   * NULL where the plan has no tile order (on an H100 no plan of VC_GROUP_LARGE_ROWS has one;
+   * on 256+ multiprocessors it would). Built by
    * the first call that uses it, on that call's stream, from rmask (the row masks, kept for
    * it), and ready for other streams once g_done has fired. One allocation: g_order's buffer
    * holds the other three. */
@@ -103,11 +105,12 @@ static inline bool vc_cuda_tile_order_used(int64_t units, int n_sm) {
 #define VC_GROUP_LARGE_CHANNELS 512
 /* Plans of this many rows take it at VC_GROUP_ROWS_CHANNELS reduction channels or more, from
  * windows of 8192: their windows run side by side, so the build costs about what a small
- * plan's does while a call's saving grows with the rows (suite S, f16, ncu: RES 512, C = 128,
- * the forward 1083 -> 1032 us for a build of 448 us; RES 1024, C = 64, 1840 -> 1765 us for
- * 1518 us, paid back in 9 and 20 calls; windows of 2048 gained 1.7 % at RES 512 and lost 4 %
- * at RES 1024, session 23). They have no tile order (too many tiles), and the regrouped
- * order has none either. Suite L's plans (at most ~400 k rows) stay below. */
+ * plan's does while the windows fit one a multiprocessor (~1 M rows on an H100) and grows
+ * with the rows beyond, as a call's saving does (suite S, f16, ncu: RES 512, C = 128, the forward
+ * 1083 -> 1032 us for a build of 448 us; RES 1024, C = 64, 1840 -> 1765 us for 1518 us, paid
+ * back in 9 and 20 calls; windows of 2048 gained 1.7 % at RES 512 and lost 4 % at RES 1024,
+ * session 23). On an H100 they have too many tiles for a tile order, and the regrouped order
+ * then has none either. Suite L's plans (at most ~400 k rows) stay below. */
 #define VC_GROUP_LARGE_ROWS ((int64_t)1 << 19)
 #define VC_GROUP_ROWS_CHANNELS 64
 

@@ -460,12 +460,13 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
                          q.co, w.sums, s);
   } else if (q.rows > 0 && use_masked) {
     /* wide or large: the regrouped order, where the plan has one */
-    const bool large = p->n_out >= VC_GROUP_LARGE_ROWS && q.c_red >= VC_GROUP_ROWS_CHANNELS;
-    if (q.order && (q.c_red >= VC_GROUP_MIN_CHANNELS || large)) {
+    const bool big_plan = p->n_out >= VC_GROUP_LARGE_ROWS && q.c_red >= VC_GROUP_ROWS_CHANNELS;
+    if (q.order && (q.c_red >= VC_GROUP_MIN_CHANNELS || big_plan)) {
       const int32_t *go;
       const uint32_t *gb;
       const int32_t *gt;
-      const vc_status e = vc_cuda_plan_groups(ctx, p, s, large || q.c_red >= VC_GROUP_LARGE_CHANNELS, &go, &gb, &gt);
+      const vc_status e =
+          vc_cuda_plan_groups(ctx, p, s, big_plan || q.c_red >= VC_GROUP_LARGE_CHANNELS, &go, &gb, &gt);
       if (e != VC_OK) return e;
       if (go) q.order = go, q.blk_mask = gb, q.tile_order = gt;
     }

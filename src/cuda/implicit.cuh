@@ -26,7 +26,7 @@ typedef struct imp_args {
   int64_t n_tiles;                      /* tiles along N */
   const int32_t *order;                 /* row permutation or NULL */
   const uint32_t *blk_mask;             /* per VC_ORDER_BLOCK rows of `order`, or NULL: all */
-  const int32_t *tile_order;            /* the plan's tile_order (masked), or NULL: in row order */
+  const int32_t *tile_order;            /* the order's tile order (masked), or NULL: in row order */
   const int32_t *tab;                   /* [rows, K] gather table */
   const void *a_src, *b_src, *w, *bias;
   const void *a_lo, *b_lo; /* wgrad in tf32: the bf16 lo halves of a_src and b_src (hopper/wgrad.cu) */

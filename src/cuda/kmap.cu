@@ -534,9 +534,9 @@ __global__ static void k_block_masks(const uint32_t *mask, const int32_t *order,
  * 1.37x after windows of 8192 (simulated), and the masked forward and dgrad ran ~4 % faster
  * (ncu, RES 64 and 128). But a window is one chain of steps (a step a row that grows the
  * union or seeds a run, after placing the rows that add nothing: ~130 of them in 2048
- * rows, ~450 in 8192), so the larger window
- * costs 0.46-0.61 ms a plan against 0.09-0.12 (ncu, RES 64 and 256), and only the widest
- * layers take it (vc_cuda_plan_groups; bench/NOTES.md, sessions 21 and 22). One CTA of T
+ * rows, ~450 in 8192), so the larger window costs 0.46-0.61 ms a plan against 0.09-0.12
+ * (ncu, RES 64 and 256), and only the widest layers (VC_GROUP_LARGE_CHANNELS) and large
+ * plans (VC_GROUP_LARGE_ROWS) take it (vc_cuda_plan_groups; bench/NOTES.md, sessions 21-23). One CTA of T
  * threads a window (the windows run side by side): thread t holds rows t PER .. in
  * registers, the rows left as one bit each; a step is one pass over them, a warp scan of the
  * rows that add nothing and a warp minimum of the keys, one barrier, and three warp
@@ -933,8 +933,9 @@ static order_bits order_bits_of(const vc_plan *p) {
 
 /* The row masks (n_out words, W = 1) where the plan keeps them for vc_cuda_plan_groups:
  * its regrouped order's buffer is allocated here, ahead of the map, where the order could
- * pay (one mask word, and a tile order with at least half a tile a multiprocessor, or
- * VC_GROUP_LARGE_ROWS rows), and the map writes the masks into it; else *rmask is NULL.
+ * pay (the masked kernels, one mask word, and a tile order with at least half a tile a
+ * multiprocessor, or VC_GROUP_LARGE_ROWS rows), and the map writes the masks into it; else
+ * *rmask is NULL.
  * One buffer of 4-byte words: order, row masks, tile order (where the plan has one), block
  * masks (with four allocations suite L's map build read 0.15-0.27 ms longer, with one within
  * the spread). */
@@ -944,7 +945,8 @@ static vc_status group_buffer(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, int
   const int n_sm = vc_cuda(ctx)->n_sm;
   const bool tord = vc_cuda_tile_order_used(tiles, n_sm);
   *rmask = NULL;
-  if (W != 1 || n == 0 || !(tord ? 2 * tiles >= n_sm : n >= VC_GROUP_LARGE_ROWS)) return VC_OK;
+  if (!vc_cuda(ctx)->masked || W != 1 || n == 0 || !(tord ? 2 * tiles >= n_sm : n >= VC_GROUP_LARGE_ROWS))
+    return VC_OK;
   const int64_t gt = tord ? tiles : 0;
   TRY(plan_alloc(ctx, p, (void **)&cp->g_order, (size_t)(2 * n + gt + nblk) * 4, s, "the regrouped order"));
   cp->g_rmask = (uint32_t *)(cp->g_order + n), cp->g_tile = gt ? (int32_t *)(cp->g_rmask + n) : NULL;

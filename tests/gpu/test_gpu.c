@@ -740,8 +740,8 @@ static void masked_passes(vc_context *ctx, const plan_pair *pp, conv_data *cd, c
  * bitwise equal to the first; then the dgrad, checked. Two more cases check the rows rule: 128
  * reduction channels on the same plan size keep the Gray order (window 0), and a plan of
  * 2^19 sites (cuda_internal.h's VC_GROUP_LARGE_ROWS; not at --small), too many tiles for a
- * tile order, regroups from windows of 8192 at 64 channels (the forward; its dgrad's 16
- * keep the order). */
+ * tile order, regroups from windows of 8192 at 64 channels: its dgrad (16 channels) runs
+ * first and must keep the Gray order, then the forward builds it. */
 int vc_cuda_plan_group_window(const vc_plan *p); /* kmap.cu; in no public header */
 
 static void test_masked_groups(void) {
@@ -753,11 +753,12 @@ static void test_masked_groups(void) {
     vc_dtype dtype;
     int64_t ci, co;
     bool dgrad_first, big;
-    int window;
-  } cases[8] = {{VC_DTYPE_F16, 256, 264, false, false, 2048}, {VC_DTYPE_BF16, 256, 264, false, false, 2048},
-                {VC_DTYPE_F32, 256, 264, false, false, 2048}, {VC_DTYPE_F16, 512, 264, false, false, 8192},
-                {VC_DTYPE_F32, 512, 264, false, false, 8192}, {VC_DTYPE_BF16, 264, 512, true, false, 8192},
-                {VC_DTYPE_F16, 128, 128, false, false, 0},    {VC_DTYPE_F16, 64, 16, false, true, 8192}};
+    int after_dgrad, window; /* the window after a first dgrad, and at the end */
+  } cases[] = {{VC_DTYPE_F16, 256, 264, false, false, 0, 2048},  {VC_DTYPE_BF16, 256, 264, false, false, 0, 2048},
+               {VC_DTYPE_F32, 256, 264, false, false, 0, 2048},  {VC_DTYPE_F16, 512, 264, false, false, 0, 8192},
+               {VC_DTYPE_F32, 512, 264, false, false, 0, 8192},  {VC_DTYPE_BF16, 264, 512, true, false, 8192, 8192},
+               {VC_DTYPE_F16, 128, 128, false, false, 0, 0},     {VC_DTYPE_F16, 64, 16, true, true, 0, 8192}};
+  enum { N_CASES = sizeof cases / sizeof cases[0] };
   int n_sm = 0;
   if (!CU(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, 0))) return;
   const int64_t base = g_small ? 9000 : 12000, sites = base > 68 * (int64_t)n_sm ? base : 68 * (int64_t)n_sm;
@@ -770,7 +771,7 @@ static void test_masked_groups(void) {
     vc_context_destroy(ctx);
     return;
   }
-  for (int t = 0; t < 8; t++) {
+  for (int t = 0; t < N_CASES; t++) {
     if (cases[t].big && g_small) continue;
     plan_pair pp;
     conv_data cd;
@@ -785,7 +786,12 @@ static void test_masked_groups(void) {
              a.dtype == VC_DTYPE_F32 ? "f32+tf32" : vc_dtype_name(a.dtype), (long long)cases[t].ci,
              (long long)cases[t].co, cases[t].window ? "regrouped" : "Gray order",
              cases[t].dgrad_first ? ", dgrad first" : "");
-    if (cases[t].dgrad_first) run_checked(ctx, pp.gpu, &cd, &a, VC_PASS_BACKWARD_DATA, what);
+    if (cases[t].dgrad_first) {
+      run_checked(ctx, pp.gpu, &cd, &a, VC_PASS_BACKWARD_DATA, what);
+      const int window = vc_cuda_plan_group_window(pp.gpu);
+      CHECK(window == cases[t].after_dgrad, "%s: after the first dgrad the window is %d rows, expected %d", what,
+            window, cases[t].after_dgrad);
+    }
     size_t bytes = 0;
     CHECK_OK(ctx, vc_conv_workspace_size(pp.gpu, &a, VC_PASS_FORWARD, &bytes));
     void *ws = bytes ? dev_alloc(bytes) : NULL, *y = dev_alloc((size_t)cd.n[T_Y] * vc_dtype_size(a.dtype));

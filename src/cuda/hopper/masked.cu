@@ -3,7 +3,8 @@
  * multiple of 8, 16-byte aligned operands and output); wgrad.cu is its weight gradient.
  * Other shapes run the implicit kernels.
  *
- * A tile is 128 output rows (taken in the plan's Gray-code order) by BN output columns (64,
+ * A tile is 128 output rows (taken in the plan's Gray-code order, or its regrouped order:
+ * vc_cuda_plan_groups) by BN output columns (64,
  * 96, 128 or 256); its reduction loops over the union of its rows' active offsets times the
  * chunks of KB bytes of channels: C[m, n] += sum_k A[nb[m, r], k] * B_r[n, k]. KB is 128 (64
  * 16-bit values, 32 tf32), or 64 where all the channels fit in 64 bytes (mk_kb). A work unit
