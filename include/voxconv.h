@@ -280,11 +280,12 @@ VC_API vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, cons
  *     vc_context_create), keyed by
  *     (backend, device name, pass, ceil(log2 pairs), Ci, Co, kernel volume, dtype, math);
  *     the device name carries VOXCONV_WGMMA=0, VOXCONV_MASKED_BN, VOXCONV_MASKED_SPLIT,
- *     VOXCONV_MASKED_PIPES and VOXCONV_MASKED_WGRAD when set, so such contexts keep entries
- *     apart from normal ones.
+ *     VOXCONV_MASKED_PIPES, VOXCONV_MASKED_WGRAD and VOXCONV_MASKED_FORM when set, so such
+ *     contexts keep entries apart from normal ones.
  *     A line is "key algo[/variant]": the variant is the algorithm's shape the tuner picked
- *     (masked forward and dgrad: "bn128.split2", tile width and reduction splits; masked
- *     backward-weight: "pairs" or "rows", the form); lines that do not parse, a variant
+ *     (masked forward and dgrad: "bn128.split2", tile width and reduction splits, or
+ *     "pairs.bn256", the pairs form below; masked backward-weight: "pairs" or "rows", the
+ *     form); lines that do not parse, a variant
  *     the key's pass does not have among them, are skipped;
  *  4. the shipped table: the same entries, measured for the suites of bench/ on the GPUs
  *     it names (an H100 SXM), so a first run there does not pay the tuning; the cache
@@ -307,14 +308,23 @@ VC_API vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, cons
  * VC_ALGO_IMPLICIT's exact FFMA kernel. Where a forward or backward-data call has too few output
  * tiles to fill the device, it splits the reduction and its workspace holds the fp32
  * partials (vc_conv_workspace_size says how much; a workspace that is not 16-byte aligned
- * runs the call unsplit). Its backward-weight cuts every offset's pairs into chunks and, in
+ * runs the call unsplit). Its forward and backward-data also have a pairs form (variant
+ * "pairs.bn256"): each offset's pair list multiplied in tiles of 128 pairs, 256 columns
+ * wide, each tile's products added into an fp32 copy of the output (16-bit storage: in the
+ * workspace, rows x columns x 4 bytes; tf32: the output itself) by L2 reductions, the bias
+ * first, then the conversion. Where few rows share their offsets (suite S RES 16-32) it
+ * multiplies far fewer zeros than the row tiles; it needs more than 128 output columns, at
+ * most 32 kernel offsets and reductions of more than 64 bytes a row, and the tuner offers
+ * it where the fp32 copy fits in half of L2. Its additions come in a varying order, so a
+ * VOXCONV_DETERMINISTIC context runs the row tiles instead (also where a cache line names
+ * the pairs form), as does a 16-bit call without an aligned workspace. Its backward-weight cuts every offset's pairs into chunks and, in
  * the wgmma kernels, adds the chunks' fp32 partials with reductions in L2 into an fp32 dW
  * (in the workspace, or dW itself in tf32; the order of those additions varies from run
  * to run); in a VOXCONV_DETERMINISTIC context it stores one partial slice per chunk and
  * adds them in a fixed order instead (fewer chunks, a larger workspace, somewhat slower);
  * with one chunk it stores dW directly, repeatable in any context. Forward and
  * backward-data results are repeatable bit for bit (split partials are added in a fixed
- * order); backward-weight's only in a VOXCONV_DETERMINISTIC context (there its implicit
+ * order), except in the pairs form; backward-weight's only in a VOXCONV_DETERMINISTIC context (there its implicit
  * fallback also runs with one split). Read by vc_context_create: VOXCONV_WGMMA=0 removes
  * VC_ALGO_MASKED (for comparisons); VOXCONV_MASKED_BN=64|96|128|256 fixes its tile width
  * (else chosen per call from the channels and the grid; backward-weight has no 96 and runs
@@ -323,8 +333,10 @@ VC_API vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, cons
  * call), VOXCONV_MASKED_PIPES=1|2 the pipelines a CTA runs for 64-column tiles of 128-byte
  * stages (forward/backward-data; else chosen per call), and VOXCONV_MASKED_WGRAD=pairs|rows
  * its backward-weight's form (each offset's pair list, or the Gray-ordered output rows;
- * else the tuner's pick, pairs without one); another value of any of them fails with
- * VC_ERR_INVALID_ARGUMENT. */
+ * else the tuner's pick, pairs without one), and VOXCONV_MASKED_FORM=rows|pairs its
+ * forward and backward-data's form (the row tiles, or the pairs form where it applies;
+ * else the tuner's pick, the row tiles without one); another value of any of them fails
+ * with VC_ERR_INVALID_ARGUMENT. */
 
 /* The algorithm VC_ALGO_AUTO (or the forced a->algo) runs for this pass now.
  * Errors: VC_ERR_INVALID_ARGUMENT, VC_ERR_UNSUPPORTED (forced algo not in this backend). */

@@ -62,15 +62,22 @@ static vc_status cuda_context_init(vc_context *ctx) {
     if (st->masked_wgrad <= 0)
       return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "vc_context_create: VOXCONV_MASKED_WGRAD = \"%s\"; use pairs or rows", wf);
   }
+  const char *mf = getenv("VOXCONV_MASKED_FORM");
+  if (mf && *mf) {
+    if (strcmp(mf, "rows") && strcmp(mf, "pairs"))
+      return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "vc_context_create: VOXCONV_MASKED_FORM = \"%s\"; use rows or pairs", mf);
+    st->masked_form = strcmp(mf, "rows") ? 2 : 1;
+  }
   /* The tune key's device: a context whose candidates or tiles the environment changed
    * must not share cache entries with normal ones. */
-  char tag[128] = "";
+  char tag[192] = "";
   if (sm90 && !st->masked) snprintf(tag, sizeof tag, " [VOXCONV_WGMMA=0]");
   if (st->masked_bn) snprintf(tag + strlen(tag), sizeof tag - strlen(tag), " [VOXCONV_MASKED_BN=%d]", st->masked_bn);
   if (st->masked_split)
     snprintf(tag + strlen(tag), sizeof tag - strlen(tag), " [VOXCONV_MASKED_SPLIT=%d]", st->masked_split);
   if (st->masked_pipes) snprintf(tag + strlen(tag), sizeof tag - strlen(tag), " [VOXCONV_MASKED_PIPES=%d]", st->masked_pipes);
   if (st->masked_wgrad) snprintf(tag + strlen(tag), sizeof tag - strlen(tag), " [VOXCONV_MASKED_WGRAD=%s]", wf);
+  if (st->masked_form) snprintf(tag + strlen(tag), sizeof tag - strlen(tag), " [VOXCONV_MASKED_FORM=%s]", mf);
   snprintf(st->name, sizeof st->name, "%s%s", prop.name, tag);
   cublasStatus_t b = cublasCreate(&st->blas);
   if (b != CUBLAS_STATUS_SUCCESS)
@@ -178,7 +185,7 @@ static int cuda_variants(const vc_plan *p, const vc_conv_args *a, vc_pass pass, 
   const vc_cuda_state *cs = vc_cuda(p->ctx);
   if (a->algo != VC_ALGO_MASKED || !vc_cuda_masked_kernels(a) || !cs->masked) return 0;
   if (pass == VC_PASS_BACKWARD_WEIGHT) return cs->masked_wgrad ? 0 : vc_cuda_masked_wgrad_variants(p, a, out);
-  if (cs->masked_bn || cs->masked_split) return 0;
+  if (cs->masked_bn || cs->masked_split || cs->masked_form) return 0;
   return vc_cuda_masked_variants(p, a, pass, out);
 }
 

@@ -23,6 +23,7 @@ typedef struct vc_cuda_state {
   int masked_split;   /* VOXCONV_MASKED_SPLIT: its reduction splits (wgrad: chunks), 0 = chosen */
   int masked_pipes;   /* VOXCONV_MASKED_PIPES: its pipelines a CTA for 64-wide tiles of 128-byte stages (1, 2), 0 = chosen */
   int masked_wgrad;   /* VOXCONV_MASKED_WGRAD: its wgrad's form (VC_WR_PAIRS, VC_WR_ROWS), 0 = the variant's */
+  int masked_form;    /* VOXCONV_MASKED_FORM: its forward and dgrad's form (1 rows, 2 pairs), 0 = the variant's */
   void *encode_tiled; /* the driver's cuTensorMapEncodeTiled (sm_90: the masked algorithm's
                          TMA weight loads), NULL elsewhere */
 } vc_cuda_state;
@@ -72,6 +73,16 @@ typedef struct vc_cuda_plan {
 #define VC_ORDER_WINDOW_SMALL 8192
 #define VC_ORDER_BLOCK 64   /* granularity of the per-block active-offset lists */
 #define VC_TILE_ROWS 128    /* rows of a masked forward / dgrad tile (tile_order) */
+
+/* x summed over lanes 0 .. lane of the warp (all 32 lanes take part) */
+__device__ static __forceinline__ uint32_t vc_warp_inclusive_sum(uint32_t x, int lane) {
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const uint32_t y = __shfl_up_sync(0xffffffffu, x, d);
+    if (lane >= d) x += y;
+  }
+  return x;
+}
 
 /* Word wd of the union of the block masks blk (W words a block of VC_ORDER_BLOCK rows of
  * the order, n_rows rows in all) over the blocks that rows [m0, m0 + bm) touch. */
@@ -176,7 +187,7 @@ static inline bool vc_cuda_masked_kernels(const vc_conv_args *a) {
   return a->dtype != VC_DTYPE_F32 || a->math == VC_MATH_TF32;
 }
 /* hopper/masked.cu: the tuner's tile shapes of the masked forward and dgrad for this call
- * (a variant encodes a tile width and a split count), and the names in the cache file of
+ * (a variant encodes a tile width and a split count, or the pairs form), and the names in the cache file of
  * those and of the wgrad's forms (hopper/wgrad.cu: the variants VC_WR_PAIRS, VC_WR_ROWS,
  * past every tile shape's). */
 int vc_cuda_masked_variants(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int out[]);

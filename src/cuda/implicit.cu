@@ -409,6 +409,7 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
   if (q.mode == MODE_FWD) {
     q.order = cp->order, q.blk_mask = cp->blk_mask, q.tile_order = cp->tile_order, q.tab = cp->nb;
     q.a_src = in0, q.bias = in2, q.out = out0;
+    q.pin = p->pair_in, q.pout = p->pair_out, q.offsets = cp->offsets_dev; /* masked's pairs form */
   } else if (q.mode == MODE_DGRAD) {
     /* Submanifold: nb[q, K-1-r] is the output that input q meets through offset r, and the
      * input side shares the output side's order and masks. */
@@ -416,6 +417,7 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
     q.tile_order = subm ? cp->tile_order : NULL;
     q.tab = subm ? cp->nb : cp->nbt, q.flip = subm;
     q.a_src = in0, q.out = out0;
+    q.pin = p->pair_in, q.pout = p->pair_out, q.offsets = cp->offsets_dev;
   } else {
     q.a_src = in1, q.b_src = in0, q.pin = p->pair_in, q.pout = p->pair_out, q.offsets = cp->offsets_dev;
     q.out = a->dtype == VC_DTYPE_F32 ? out0 : w.acc;
@@ -459,9 +461,10 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
     vc_cuda_wgrad_finish(out0, a->dtype, w.acc, a->dtype != VC_DTYPE_F32 ? 1 : 0, q.co * q.K * q.ci, out1, in1, p->n_out,
                          q.co, w.sums, s);
   } else if (q.rows > 0 && use_masked) {
-    /* wide or large: the regrouped order, where the plan has one */
+    /* wide or large: the regrouped order, where the plan has one (the pairs form has no row
+     * order) */
     const bool big_plan = p->n_out >= VC_GROUP_LARGE_ROWS && q.c_red >= VC_GROUP_ROWS_CHANNELS;
-    if (q.order && (q.c_red >= VC_GROUP_MIN_CHANNELS || big_plan)) {
+    if (q.order && (q.c_red >= VC_GROUP_MIN_CHANNELS || big_plan) && !vc_cuda_masked_pairs(p, a, pass, variant)) {
       const int32_t *go;
       const uint32_t *gb;
       const int32_t *gt;
@@ -470,7 +473,7 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
       if (e != VC_OK) return e;
       if (go) q.order = go, q.blk_mask = gb, q.tile_order = gt;
     }
-    return vc_cuda_masked_run(ctx, q, variant, ws, s);
+    return vc_cuda_masked_run(ctx, p, q, variant, ws, s);
   } else if (q.rows > 0) {
     q.n_tiles = (q.n_cols + bn - 1) / bn;
     const int64_t blocks = (q.rows + bm - 1) / bm * q.n_tiles;

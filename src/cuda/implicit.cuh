@@ -36,6 +36,7 @@ typedef struct imp_args {
   const int64_t *pair_start; /* wgrad's chunks by row range (chunk_of), or NULL */
   int64_t split_len;
   int nsplit;
+  int64_t ptiles; /* the masked pairs form (hopper/masked.cu): its tiles of pairs of one offset */
 } imp_args;
 
 /* The pass's GEMM shape (mode, dtype, K, channels; fwd/dgrad: rows, n_cols, c_red), every
@@ -227,7 +228,10 @@ extern "C" vc_status vc_cuda_narrow_init(vc_context *ctx);
  * unaligned one runs unsplit. A tf32 dgrad needs an aligned one: it holds the transposed
  * weight. init fetches the driver's tensor-map encoder. */
 size_t vc_cuda_masked_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int variant);
-vc_status vc_cuda_masked_run(vc_context *ctx, const imp_args &q, int variant, void *ws, cudaStream_t s);
+vc_status vc_cuda_masked_run(vc_context *ctx, const vc_plan *p, const imp_args &q, int variant, void *ws, cudaStream_t s);
+/* Whether the call runs the pairs form (its variant, or VOXCONV_MASKED_FORM=pairs, where
+ * the form applies): it needs no row order. */
+bool vc_cuda_masked_pairs(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int variant);
 vc_status vc_cuda_masked_init(vc_context *ctx);
 /* A 3-dimensional tiled tensor map over addr (dims and box innermost first, the strides of
  * dims 1 and 2 in bytes), one element a box step, by the encoder init fetched (masked.cu

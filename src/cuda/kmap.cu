@@ -406,16 +406,6 @@ __device__ static inline uint32_t gray_rank(uint32_t m) {
   return m;
 }
 
-/* x summed over lanes 0 .. lane of the warp (all 32 lanes take part) */
-__device__ static __forceinline__ uint32_t warp_inclusive_sum(uint32_t x, int lane) {
-#pragma unroll
-  for (int d = 1; d < 32; d <<= 1) {
-    const uint32_t y = __shfl_up_sync(0xffffffffu, x, d);
-    if (lane >= d) x += y;
-  }
-  return x;
-}
-
 /* One block per window of rows (windows keep the caller's, usually spatially local, row
  * order at large scale): a stable least-significant-digit radix sort of the rows' Gray
  * ranks in shared memory, 4 bits a pass, so equal masks keep row order. Keys are
@@ -466,7 +456,7 @@ __device__ static __forceinline__ void order_window(const uint32_t *mask, int64_
     for (int i = 0; i < ORDER_ITEMS; i++) cnt[((k[i] >> shift) & (ORDER_BINS - 1)) * threads + t]++;
 #pragma unroll
     for (int d = 0; d < ORDER_BINS; d++) { /* cnt becomes the exclusive prefix within the warp */
-      const uint32_t c = cnt[d * threads + t], x = warp_inclusive_sum(c, lane);
+      const uint32_t c = cnt[d * threads + t], x = vc_warp_inclusive_sum(c, lane);
       cnt[d * threads + t] = x - c;
       if (lane == 31) wsum[warp][d] = x;
     }
@@ -589,7 +579,7 @@ __global__ static void __launch_bounds__(T) k_group(const uint32_t *mask, int64_
         }
       }
     }
-    const int zc = __popc(zb), incl = (int)warp_inclusive_sum((uint32_t)zc, lane);
+    const int zc = __popc(zb), incl = (int)vc_warp_inclusive_sum((uint32_t)zc, lane);
     const uint32_t wbest = __reduce_min_sync(~0u, best);
     if (lane == 31) wsum[par][warp] = (uint64_t)wbest << 32 | (uint32_t)incl;
     __syncthreads();

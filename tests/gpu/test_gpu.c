@@ -4,6 +4,8 @@
  *   masked_tiles   the Hopper masked kernels at each tile width (VOXCONV_MASKED_BN), all passes
  *   masked_groups  the regrouped order of wide or large layers: built by the first call, waited for on
  *                  another stream, checked and bitwise repeatable
+ *   masked_pairs   the masked pairs form (VOXCONV_MASKED_FORM=pairs), all passes; where it does not
+ *                  apply, and in a deterministic context, the tiles form
  *   determinism    repeated runs agree; with VOXCONV_DETERMINISTIC=1 bitwise
  *   tune           vc_conv_tune's pick is what VC_ALGO_AUTO runs, and it lands in the cache file;
  *                  masked tile variants from the file apply, unknown ones are skipped;
@@ -950,6 +952,82 @@ static void run_twice(vc_context *ctx, const vc_plan *p, conv_data *cd, const vc
   free_outputs(o2);
 }
 
+/* The masked pairs form (VOXCONV_MASKED_FORM=pairs): the forward and dgrad multiply each
+ * offset's pair list in tiles of 128 pairs, 256 columns wide, and add them into an fp32
+ * copy of the output with L2 reductions. All passes of a submanifold plan (K 27) and a
+ * strided one (K 8: offsets of unequal pair counts, last tiles of fewer than 64 pairs) in
+ * f16, bf16 and tf32, with columns past one tile ending in a partial one (520, 264) and
+ * reductions ending in partial chunks (264, 136). Where the form does not apply the tiles
+ * form runs: 24 input channels (the forward's 64-byte stages), the dgrad's 24 columns, a
+ * 5x5x5 plan (K 125, f16). --small: the first channel pair only. The 16-bit forward's workspace holds the form's fp32 copy of y, so
+ * its size shows the form ran; in a VOXCONV_DETERMINISTIC context the variable is set but
+ * the tiles form runs, bitwise repeatable; a bad value is refused. */
+static void test_masked_pairs(void) {
+  if (!g_has_masked) {
+    printf("  no sm_90 device (or VOXCONV_WGMMA=0): nothing to test\n");
+    return;
+  }
+  vc_context *bad = NULL, *ctx = NULL, *det = NULL;
+  setenv("VOXCONV_MASKED_FORM", "pair", 1);
+  vc_test_scrub(NULL);
+  CHECK_STATUS(NULL, vc_context_create(VC_DEVICE_CUDA, 0, &bad), VC_ERR_INVALID_ARGUMENT,
+               "VOXCONV_MASKED_FORM = \"pair\"; use rows or pairs");
+  vc_context_destroy(bad);
+  setenv("VOXCONV_MASKED_FORM", "pairs", 1);
+  CHECK_OK(NULL, vc_context_create(VC_DEVICE_CUDA, 0, &ctx));
+  setenv("VOXCONV_DETERMINISTIC", "1", 1);
+  CHECK_OK(NULL, vc_context_create(VC_DEVICE_CUDA, 0, &det));
+  unsetenv("VOXCONV_DETERMINISTIC");
+  unsetenv("VOXCONV_MASKED_FORM");
+  static const int64_t ch[3][2] = {{264, 520}, {136, 264}, {24, 264}};
+  static const vc_dtype dtypes[3] = {VC_DTYPE_F16, VC_DTYPE_BF16, VC_DTYPE_F32};
+  static const char *const cfg[5] = {"256 (pairs form)", "1", NULL, NULL, NULL};
+  /* every channel pair and dtype on the 3x3x3 plan; fewer where the reference is dearer */
+  static const int n_ch[3] = {3, 2, 1}, n_dt[3] = {3, 3, 1};
+  for (int k = 0; ctx && det && k < 3; k++) {
+    const int64_t n = g_small ? 1500 : 4000;
+    int32_t *coords = coords_for(n, 2);
+    vc_conv_desc d;
+    if (k == 1) vc_conv_desc_init(&d, VC_CONV_SPARSE, 2, 2, 0, 1);
+    else vc_conv_desc_init(&d, VC_CONV_SUBMANIFOLD, k == 0 ? 3 : 5, 1, -1, 1);
+    plan_pair pp, pd;
+    memset(&pd, 0, sizeof pd);
+    const bool built = pair_build(&pp, ctx, &d, coords, n);
+    const bool built_det = built && pair_build(&pd, det, &d, coords, n);
+    for (int c = 0; built_det && c < (g_small ? 1 : n_ch[k]); c++)
+      for (int t = 0; t < n_dt[k]; t++) {
+        conv_data cd;
+        data_make(&cd, pp.cpu, ch[c][0], ch[c][1], dtypes[t]);
+        data_reference(&cd, pp.cpu, ALL_PASSES);
+        masked_passes(ctx, &pp, &cd, cfg);
+        vc_conv_args a = cd.args;
+        a.algo = VC_ALGO_MASKED;
+        if (a.dtype == VC_DTYPE_F32) a.math = VC_MATH_TF32;
+        char what[256];
+        snprintf(what, sizeof what, "%s %s ci=%lld co=%lld masked, VOXCONV_MASKED_FORM=pairs", pp.what,
+                 a.dtype == VC_DTYPE_F32 ? "f32+tf32" : vc_dtype_name(a.dtype), (long long)a.in_channels,
+                 (long long)a.out_channels);
+        if (k == 0 && a.dtype != VC_DTYPE_F32 && a.in_channels > 32) {
+          size_t bytes = 0;
+          CHECK_OK(ctx, vc_conv_workspace_size(pp.gpu, &a, VC_PASS_FORWARD, &bytes));
+          const size_t copy = (size_t)vc_plan_out_count(pp.gpu) * (size_t)a.out_channels * sizeof(float);
+          CHECK(bytes >= copy, "%s: forward workspace %zu bytes, less than the fp32 copy of y (%zu): the form did not apply",
+                what, bytes, copy);
+        }
+        char what_det[300];
+        snprintf(what_det, sizeof what_det, "%s, deterministic context", what);
+        run_twice(det, pd.gpu, &cd, &a, VC_PASS_FORWARD, 0.0, what_det);
+        run_twice(det, pd.gpu, &cd, &a, VC_PASS_BACKWARD_DATA, 0.0, what_det);
+        data_free(&cd);
+      }
+    pair_free(&pd);
+    pair_free(&pp);
+    free(coords);
+  }
+  vc_context_destroy(det);
+  vc_context_destroy(ctx);
+}
+
 /* With VOXCONV_DETERMINISTIC=1 (set before the context exists and during the calls, whichever
  * the library reads), VC_ALGO_AUTO's backward-weight is bitwise repeatable, in math m. */
 static void deterministic_wgrad(const plan_pair *pp, conv_data *cd, vc_math m, vc_context **det, vc_plan **det_plan) {
@@ -1106,11 +1184,13 @@ static void check_variants(const char *file, const plan_pair *pp, conv_data *cd)
     text[fread(text, 1, sizeof text - 1, f)] = 0;
     fclose(f);
   }
-  /* every masked forward candidate is a tile variant, so a masked pick names one */
+  /* every masked forward candidate is a tile variant or the pairs form, so a masked pick
+   * names one */
   const char *fwd = strstr(text, "|forward|");
   const char *choice = fwd ? strchr(fwd, ' ') : NULL;
-  CHECK(choice && (strncmp(choice, " masked", 7) || !strncmp(choice, " masked/bn", 10)),
-        "the cache file's forward line has no choice, or masked without its tile variant:\n%s", text);
+  CHECK(choice && (strncmp(choice, " masked", 7) || !strncmp(choice, " masked/bn", 10) ||
+                   !strncmp(choice, " masked/pairs.bn256\n", 20)),
+        "the cache file's forward line has no choice, or masked without its variant:\n%s", text);
   /* and every masked backward-weight candidate is one of the wgrad's forms */
   const char *wg = strstr(text, "|backward_weight|");
   const char *wchoice = wg ? strchr(wg, ' ') : NULL;
@@ -1536,6 +1616,7 @@ static const vc_test_case cases[] = {
     {"conv_transposed", test_conv_transposed},
     {"masked_tiles", test_masked_tiles},
     {"masked_groups", test_masked_groups},
+    {"masked_pairs", test_masked_pairs},
     {"determinism", test_determinism},
     {"tune", test_tune},
     {"graph_capture", test_graph_capture},

@@ -183,15 +183,65 @@ __device__ static __forceinline__ int mk_ahead_gtab(const imp_args &p, uint32_t 
   vc_cp_async_commit();
   return na;
 }
+
+/* The pairs form (mk_body's `pairs`): a tile is up to MK_BM consecutive pairs of one offset's
+ * list; offset r's tiles are numbers ts[r] .. ts[r + 1] - 1 (a shared table, K <= 32). */
+typedef struct mk_ptile {
+  int r;      /* the offset: its weight slice */
+  int n;      /* pairs, 1 .. MK_BM */
+  int64_t j0; /* the first */
+} mk_ptile;
+
+/* ts from the plan's pair offsets, by one warp. */
+__device__ static __forceinline__ void mk_pair_table(const imp_args &p, int32_t *ts, int lane) {
+  const int64_t n = lane < p.K ? p.offsets[lane + 1] - p.offsets[lane] : 0;
+  const uint32_t incl = vc_warp_inclusive_sum((uint32_t)((n + MK_BM - 1) / MK_BM), lane);
+  if (lane == 0) ts[0] = 0;
+  if (lane < p.K) ts[lane + 1] = (int32_t)incl;
+}
+
+/* Tile t: its offset is the last r with ts[r] <= t (offsets without pairs have no tiles:
+ * ts[r] == ts[r + 1]). */
+__device__ static __forceinline__ mk_ptile mk_ptile_of(const imp_args &p, const int32_t *ts, int64_t t) {
+  int lo = 0, hi = p.K;
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) >> 1;
+    if (ts[mid] <= t) lo = mid;
+    else hi = mid;
+  }
+  mk_ptile g;
+  g.r = lo, g.j0 = p.offsets[lo] + (t - ts[lo]) * MK_BM;
+  g.n = (int)min((int64_t)MK_BM, p.offsets[lo + 1] - g.j0);
+  return g;
+}
+
+/* A pair's gathered row (forward: its input, dgrad: its output) and written row. */
+__device__ static __forceinline__ const int32_t *mk_gather_list(const imp_args &p) { return p.mode == MODE_FWD ? p.pin : p.pout; }
+__device__ static __forceinline__ const int32_t *mk_write_list(const imp_args &p) { return p.mode == MODE_FWD ? p.pout : p.pin; }
+
+/* gtab's first row for tile g: its pairs' gathered rows, -1 past its n; now by plain loads,
+ * or ahead by cp.async committed as one group (the caller waits before the tile starts). */
+__device__ static __forceinline__ void mk_pair_gtab(const imp_args &p, const mk_ptile &g, int32_t *gtab, int tid,
+                                                    bool ahead) {
+  if (tid < MK_BM) {
+    if (tid >= g.n) gtab[tid] = -1;
+    else if (ahead) vc_cp_async4(gtab + tid, mk_gather_list(p) + g.j0 + tid);
+    else gtab[tid] = mk_gather_list(p)[g.j0 + tid];
+  }
+  if (ahead) vc_cp_async_commit();
+}
 #endif
 
 /* p: the pass's arguments with nsplit and n_tiles set; part, cnt: the split partials and
  * their per-tile arrival counters (zero at launch), unused when nsplit == 1. np: producer
  * warpgroups; pipes: 1, or 2 (np == 2): the CTA runs two pipelines, producer and consumer
- * warpgroup g working on units of their own through half the ring each. */
+ * warpgroup g working on units of their own through half the ring each. pairs: the
+ * pairs form (pipes 1, nsplit 1, K <= 32; see vc_cuda_masked_run): p.ptiles tiles of pairs, each
+ * of one offset, whose products the epilogue adds into the fp32 rows of p.out with L2
+ * reductions. */
 __device__ static __forceinline__ void mk_body(const imp_args &args, const CUtensorMap *bmap, float *part, int *cnt,
                                                const int mode, const int dt, const int bn, const int kb, const int np,
-                                               const int pipes) {
+                                               const int pipes, const bool pairs) {
 #ifdef VC_SM90A
   const bool b_kmajor = mk_b_kmajor(mode, dt);
   const int a_tile = MK_A_TILE(kb), b_tile = MK_B_TILE(bn, kb, b_kmajor);
@@ -211,6 +261,8 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
   __shared__ int32_t gtab[2][MK_GTAB * GTAB_STRIDE(MK_BM)];
   __shared__ int n_act[2], last[2];
   __shared__ float sbias[2][256]; /* the unit's bias columns, by unit parity (each pipeline's half) */
+  __shared__ int32_t pts[33]; /* the pairs form's tile table, published by hp_ring_init's barrier */
+  if (pairs && threadIdx.x < 32) mk_pair_table(p, pts, threadIdx.x);
   const int wg = hp_warpgroup();
   const int pipe = pipes == 1 ? 0 : wg < np ? wg : wg - np;
   /* full: one producer warpgroup's cp.async arrivals + its TMA issuer's; empty: the warps of
@@ -220,7 +272,7 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
   const uint32_t sA = ring.a, sB = ring.b, full = ring.full, empty = ring.empty;
   const int es = dt == VC_DTYPE_F32 ? 4 : 2, bk = mk_bk(dt, kb); /* element bytes, values a stage row */
   const int nkc = (int)((p.c_red + bk - 1) / bk);
-  const int64_t units = (p.rows + MK_BM - 1) / MK_BM * p.n_tiles * p.nsplit;
+  const int64_t units = (pairs ? p.ptiles : (p.rows + MK_BM - 1) / MK_BM) * p.n_tiles * p.nsplit;
 
   if (wg < np) { /* ---- producers ---- */
     hp_producer_regs();
@@ -251,12 +303,24 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
     int ub = pipe; /* its table buffer */
     for (int64_t k = 0, u = mk_unit_at(p, 0, units, pipes, pipe); u >= 0; u = mk_unit_at(p, ++k, units, pipes, pipe)) {
       const mk_unit w = mk_unit_of(p, u, bn);
-      if (k == 0 || p.K > 32 || pipes == 2) na = mk_tables(p, w.m0, rowid[ub], act[ub], &n_act[ub], gtab[ub], tid, tpp, bar);
+      mk_ptile pg = {0, 0, 0};
+      if (pairs) {
+        pg = mk_ptile_of(p, pts, w.m0 / MK_BM);
+        if (k == 0) {
+          mk_pair_gtab(p, pg, gtab[ub], tid, false);
+          vc_named_barrier(bar, tpp);
+        }
+        na = 1;
+      } else if (k == 0 || p.K > 32 || pipes == 2) {
+        na = mk_tables(p, w.m0, rowid[ub], act[ub], &n_act[ub], gtab[ub], tid, tpp, bar);
+      }
       const bool tab = na <= MK_GTAB;
       /* the other buffer was left by every producer at the last unit's end */
       const int64_t next = mk_unit_at(p, k + 1, units, pipes, pipe);
-      bool ahead = pipes == 1 && p.K <= 32 && next >= 0;
+      bool ahead = !pairs && pipes == 1 && p.K <= 32 && next >= 0;
       const uint32_t next_mask = ahead ? mk_ahead_rows(p, mk_unit_of(p, next, bn).m0, rowid[ub ^ 1], tid) : 0;
+      if (pairs && next >= 0) /* lands by this unit's end (the wait below) */
+        mk_pair_gtab(p, mk_ptile_of(p, pts, mk_unit_of(p, next, bn).m0 / MK_BM), gtab[ub ^ 1], tid, true);
       int it0, it1;
       mk_range(p, w, na * nkc, &it0, &it1);
       const int n = it1 - it0, n_ahead = min(n, 2 * np);
@@ -270,7 +334,8 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
         }
         if (i >= n) break;
         if (gi >= st) vc_mbar_wait(empty + 8 * s, phase ^ 1);
-        const int col = act[ub][a], rw = p.flip ? p.K - 1 - col : col, k0 = kc * bk;
+        /* the pairs form's offset is its weight slice in both passes */
+        const int col = pairs ? pg.r : act[ub][a], rw = !pairs && p.flip ? p.K - 1 - col : col, k0 = kc * bk;
         if (gt == 0) {
           vc_mbar_arrive_expect_tx(full + 8 * s, b_tile);
           if (b_kmajor) vc_tma_load_3d(sB + s * b_tile, bmap, k0, rw, (int)w.n0, full + 8 * s);
@@ -331,11 +396,24 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
        * (one VC_ORDER_BLOCK) skip the offsets none of them meets */
       int na = 0;
       uint32_t uni = 0, live[2] = {0u, 0u};
-      for (int wd = 0; wd * 32 < p.K; wd++) na += __popc(uni = tile_mask_word(p, w.m0, MK_BM, wd));
-      const bool skips = p.K <= 32 && p.blk_mask;
+      bool skips;
+      int32_t prow[2] = {-1, -1}; /* the pairs form: this thread's two rows' written rows */
+      if (pairs) {
+        /* one offset (bit 0); the second 64 rows of a tile of at most 64 pairs skip it. The
+         * written rows are loaded now: their latency hides behind the main loop. */
+        const mk_ptile pg = mk_ptile_of(p, pts, w.m0 / MK_BM);
+        const int i0 = blk0 * 64 + warp * 16 + (lane >> 2);
+        na = 1, uni = 1u, live[0] = blk0 * 64 < pg.n, skips = pg.n <= 64;
 #pragma unroll
-      for (int b = 0; b < nb; b++)
-        if (skips) live[b] = tile_mask_word(p, w.m0 + (blk0 + b) * VC_ORDER_BLOCK, VC_ORDER_BLOCK, 0);
+        for (int h = 0; h < 2; h++)
+          if (i0 + 8 * h < pg.n) prow[h] = mk_write_list(p)[pg.j0 + i0 + 8 * h];
+      } else {
+        for (int wd = 0; wd * 32 < p.K; wd++) na += __popc(uni = tile_mask_word(p, w.m0, MK_BM, wd));
+        skips = p.K <= 32 && p.blk_mask;
+#pragma unroll
+        for (int b = 0; b < nb; b++)
+          if (skips) live[b] = tile_mask_word(p, w.m0 + (blk0 + b) * VC_ORDER_BLOCK, VC_ORDER_BLOCK, 0);
+      }
       int it0, it1;
       mk_range(p, w, na * nkc, &it0, &it1);
       float acc[128];
@@ -344,6 +422,27 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
       hp_consume(acc, ring, pos, it1 - it0, st, a_tile, b_tile, kb, blk0 * 64 * kb, bn, dt,
                  b_kmajor ? HP_KK : HP_KMN, skips ? uni : 0u, live, nb, nkc, it0, 0u, 0u);
 
+      if (pairs) {
+        /* out[row, n .. n + 3] += the products, one 16-byte L2 reduction each: lanes 2i and
+         * 2i + 1 hold columns c, c + 1 and c + 2, c + 3 of the fragment's two rows; they
+         * swap a row's pair so the even lane holds row 0's four and the odd lane row 1's */
+        const int odd = lane & 1;
+#pragma unroll
+        for (int j = 0; j < bn / 8; j++) {
+          const float *f = acc + 4 * j;
+          const float s0 = odd ? f[0] : f[2], s1 = odd ? f[1] : f[3];
+          const float r0 = __shfl_xor_sync(0xffffffffu, s0, 1), r1 = __shfl_xor_sync(0xffffffffu, s1, 1);
+          const int64_t n = w.n0 + 8 * j + 2 * (lane & 3) - 2 * odd;
+          const int32_t row = odd ? prow[1] : prow[0];
+          if (n < p.n_cols && row >= 0) {
+            const float v0 = odd ? r0 : f[0], v1 = odd ? r1 : f[1], v2 = odd ? f[2] : r0, v3 = odd ? f[3] : r1;
+            asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"((float *)p.out + (int64_t)row * p.n_cols + n),
+                         "f"(v0), "f"(v1), "f"(v2), "f"(v3)
+                         : "memory");
+          }
+        }
+        continue;
+      }
       if (p.bias) vc_named_barrier(cbar, cpp); /* sb written */
       if (p.nsplit > 1) { /* the tile's last split to finish adds all partials, in split order */
         /* [bn / 2][256] floats a split: value i of consumer thread ct of row block b at
@@ -401,32 +500,37 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
 #endif
 }
 
-#define MK_KERNEL(name, mode, dt, bn, kb, pipes)                                                          \
+#define MK_KERNEL(name, mode, dt, bn, kb, pipes, pairs)                                                     \
   __global__ void __launch_bounds__(HP_THREADS(HP_NP(bn)), 1)                                              \
       name(const imp_args p, const __grid_constant__ CUtensorMap bmap, float *part, int *cnt) {             \
     static_assert((pipes) == 1 || (HP_NP(bn) == 2 && MK_STAGES(bn, kb, true) % 2 == 0 &&                   \
                                    MK_STAGES(bn, kb, false) % 2 == 0 && (bn) <= 128),                       \
                   "two pipelines need two producer warpgroups, an even ring and BN <= 128");                \
-    mk_body(p, &bmap, part, cnt, mode, dt, bn, kb, HP_NP(bn), pipes);                                      \
+    mk_body(p, &bmap, part, cnt, mode, dt, bn, kb, HP_NP(bn), pipes, pairs);                                 \
   }
-#define MK_KERNELS(bn, kb, pipes, sfx)                                                         \
-  MK_KERNEL(k_mk_fwd_f16_##bn##_##kb##sfx, MODE_FWD, VC_DTYPE_F16, bn, kb, pipes)             \
-  MK_KERNEL(k_mk_fwd_bf16_##bn##_##kb##sfx, MODE_FWD, VC_DTYPE_BF16, bn, kb, pipes)           \
-  MK_KERNEL(k_mk_fwd_tf32_##bn##_##kb##sfx, MODE_FWD, VC_DTYPE_F32, bn, kb, pipes)            \
-  MK_KERNEL(k_mk_dgrad_f16_##bn##_##kb##sfx, MODE_DGRAD, VC_DTYPE_F16, bn, kb, pipes)         \
-  MK_KERNEL(k_mk_dgrad_bf16_##bn##_##kb##sfx, MODE_DGRAD, VC_DTYPE_BF16, bn, kb, pipes)       \
-  MK_KERNEL(k_mk_dgrad_tf32_##bn##_##kb##sfx, MODE_DGRAD, VC_DTYPE_F32, bn, kb, pipes)
-#define MK_WIDTHS(kb) \
-  MK_KERNELS(64, kb, 1, ) MK_KERNELS(96, kb, 1, ) MK_KERNELS(128, kb, 1, ) MK_KERNELS(256, kb, 1, )
+#define MK_KERNELS(bn, kb, pipes, pairs, sfx)                                                    \
+  MK_KERNEL(k_mk_fwd_f16_##bn##_##kb##sfx, MODE_FWD, VC_DTYPE_F16, bn, kb, pipes, pairs)        \
+  MK_KERNEL(k_mk_fwd_bf16_##bn##_##kb##sfx, MODE_FWD, VC_DTYPE_BF16, bn, kb, pipes, pairs)      \
+  MK_KERNEL(k_mk_fwd_tf32_##bn##_##kb##sfx, MODE_FWD, VC_DTYPE_F32, bn, kb, pipes, pairs)       \
+  MK_KERNEL(k_mk_dgrad_f16_##bn##_##kb##sfx, MODE_DGRAD, VC_DTYPE_F16, bn, kb, pipes, pairs)    \
+  MK_KERNEL(k_mk_dgrad_bf16_##bn##_##kb##sfx, MODE_DGRAD, VC_DTYPE_BF16, bn, kb, pipes, pairs)  \
+  MK_KERNEL(k_mk_dgrad_tf32_##bn##_##kb##sfx, MODE_DGRAD, VC_DTYPE_F32, bn, kb, pipes, pairs)
+#define MK_WIDTHS(kb)                                                                                      \
+  MK_KERNELS(64, kb, 1, false, ) MK_KERNELS(96, kb, 1, false, ) MK_KERNELS(128, kb, 1, false, )           \
+  MK_KERNELS(256, kb, 1, false, )
 MK_WIDTHS(128)
 MK_WIDTHS(64)
+/* The pairs form: 128-byte stages (reductions of more than 32 16-bit channels; narrower
+ * layers have too few products a pair to pay for their reductions), tiles 256 wide, what
+ * the layers it was measured on (C = 1024) take; narrower tiles were not measured. */
+MK_KERNELS(256, 128, 1, true, _g)
 /* Two pipelines: 64-wide tiles of 128-byte stages only. With 64-byte stages ptxas
  * serialises the wgmma of the two row blocks (its accumulators are defined between them);
  * here it still injects a few warpgroup.arrive (ptxas info C7519; 4 a kernel with one
  * branch a stage in hp_consume, 9 with one a wgmma), a cost inside the times measured
  * (bench/NOTES.md, session 17). The runtime barrier ids (2 + pipe, 4 + pipe) reserve all
  * 16 named barriers, harmless at one CTA a multiprocessor. */
-MK_KERNELS(64, 128, 2, _p2)
+MK_KERNELS(64, 128, 2, false, _p2)
 
 typedef void (*mk_kernel)(const imp_args, const CUtensorMap, float *, int *);
 /* The tile table: [pipes - 1][variant][kb 128, 64][dgrad][f16, bf16, tf32], variant i has
@@ -436,6 +540,8 @@ static const int mk_bn[MK_NBN] = {64, 96, 128, 256};
 #define MK_ROW(bn, sfx) {{MK_DT(fwd, bn, 128, sfx), MK_DT(dgrad, bn, 128, sfx)}, {MK_DT(fwd, bn, 64, sfx), MK_DT(dgrad, bn, 64, sfx)}}
 static const mk_kernel mk_kernels[2][MK_NBN][2][2][3] = {{MK_ROW(64, ), MK_ROW(96, ), MK_ROW(128, ), MK_ROW(256, )},
                                                          {{{MK_DT(fwd, 64, 128, _p2), MK_DT(dgrad, 64, 128, _p2)}}}};
+/* The pairs form's (BN 256): [dgrad][f16, bf16, tf32]. */
+static const mk_kernel mk_pair_kernels[2][3] = {MK_DT(fwd, 256, 128, _g), MK_DT(dgrad, 256, 128, _g)};
 #undef MK_ROW
 #undef MK_DT
 
@@ -450,6 +556,9 @@ static const mk_kernel mk_kernels[2][MK_NBN][2][2][3] = {{MK_ROW(64, ), MK_ROW(9
  * short of one CTA a multiprocessor still runs fastest with the wide tile). Without a
  * workspace a variant runs unsplit. */
 #define MK_VARIANT(v, nsplit) (1 + 16 * (v) + (nsplit) - 1)
+/* The pairs form's variant (BN 256), past the tiles'. */
+#define MK_PAIRS_VARIANT (1 + 16 * MK_NBN)
+static bool mk_is_pairs(int variant) { return variant == MK_PAIRS_VARIANT; }
 typedef struct mk_shape {
   int v, nsplit;
   int64_t tiles;
@@ -585,10 +694,51 @@ __global__ static void __launch_bounds__(256) k_mk_tf32_weight(const float *w, f
   }
 }
 
+/* ---- the pairs form --------------------------------------------------------------------
+ * The unions of a tile's offsets cost most where few rows share them: at suite S RES 16 a
+ * 64-row block multiplies 2.06 times the useful products, at RES 32 1.67 (bench/NOTES.md,
+ * session 19). The pairs form multiplies each offset's pair list in tiles of 128 pairs
+ * (1.11 and 1.04 times, with padding), one offset a tile, and adds every tile's products
+ * into an fp32 copy of the output with 16-byte L2 reductions (red.global.add.v4.f32): the
+ * bias first (vc_cuda_fill_rows_f32), then the conversion to 16 bits (tf32 adds into y
+ * itself). Those additions come in a varying order, so it runs only outside
+ * VOXCONV_DETERMINISTIC contexts; it needs one mask word of offsets (its tables, K <= 32),
+ * 128-byte stages and more than 128 columns (its tiles are 256 wide). The tuner offers it
+ * where the fp32 copy fits in half of L2, where the reductions resolve. */
+
+/* Tiles of 128 pairs, each of one offset. */
+static int64_t mk_pair_tiles(const vc_plan *p) {
+  int64_t t = 0;
+  for (int r = 0; r < p->kvol; r++) t += (p->offsets[r + 1] - p->offsets[r] + MK_BM - 1) / MK_BM;
+  return t;
+}
+
+/* Columns past 128 (its tiles are 256 wide), one mask word, 128-byte stages, a normal
+ * context; tile counts of 32 bits. */
+static bool mk_pairs_apply(const vc_plan *p, const imp_args &q) {
+  return !p->ctx->deterministic && vc_cuda(p->ctx)->masked_form != 1 && q.n_cols > 128 && q.K <= 32 &&
+         mk_kb(q.c_red, q.dt) == 128 && mk_pair_tiles(p) * ((q.n_cols + 255) / 256) < INT32_MAX;
+}
+
+/* Whether this call's variant (or VOXCONV_MASKED_FORM=pairs, without one) runs the pairs
+ * form here. */
+static bool mk_pairs_of(const vc_plan *p, const imp_args &q, int variant) {
+  return (mk_is_pairs(variant) || (variant == 0 && vc_cuda(p->ctx)->masked_form == 2)) && mk_pairs_apply(p, q);
+}
+
+/* The pairs form's fp32 copy of the output (16-bit storage). */
+static size_t mk_pairs_bytes(const imp_args &q) {
+  return q.dt == VC_DTYPE_F32 ? 0 : (size_t)vc_round_up(q.rows * q.n_cols * 4, 256);
+}
+
 size_t vc_cuda_masked_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int variant) {
   const imp_args q = imp_shape(p, a, pass);
-  return mk_weight_bytes(q) +
-         mk_split_bytes(mk_shape_of(vc_cuda(p->ctx), q.rows, q.n_cols, q.c_red, q.K, q.dt, true, variant));
+  const bool pairs = mk_pairs_of(p, q, variant);
+  /* the tiles form's too, which a pairs variant runs without an aligned workspace */
+  const size_t tiles = mk_split_bytes(
+      mk_shape_of(vc_cuda(p->ctx), q.rows, q.n_cols, q.c_red, q.K, q.dt, true, mk_is_pairs(variant) ? 0 : variant));
+  const size_t own = pairs ? mk_pairs_bytes(q) : 0;
+  return mk_weight_bytes(q) + (own > tiles ? own : tiles);
 }
 
 /* The tuner's candidates: each tile width up to the one the columns need, unsplit, and split
@@ -602,6 +752,8 @@ extern "C" int vc_cuda_masked_variants(const vc_plan *p, const vc_conv_args *a, 
   const int heur = mk_shape_of(cs, q.rows, q.n_cols, q.c_red, q.K, q.dt, true, 0).nsplit;
   const int splits[5] = {1, 2, 4, 8, heur};
   int n = 0;
+  /* the pairs form first (the tile shapes fill the rest of the list) */
+  if (mk_pairs_apply(p, q) && q.rows * q.n_cols * 4 <= cs->l2_bytes / 2) out[n++] = MK_PAIRS_VARIANT;
   for (int v = 0; v < MK_NBN; v++) {
     if (v > 0 && mk_bn[v - 1] >= q.n_cols) break;
     const int64_t tiles = mk_tiles(row_tiles, q.n_cols, v);
@@ -610,7 +762,7 @@ extern "C" int vc_cuda_masked_variants(const vc_plan *p, const vc_conv_args *a, 
       bool dup = false;
       for (int j = 0; j < i; j++) dup = dup || splits[j] == sp;
       if (dup || (sp > 1 && (tiles * sp > cs->n_sm || stages / sp < MK_MIN_SPLIT_STAGES))) continue;
-      out[n++] = MK_VARIANT(v, sp);
+      if (n < VC_VARIANTS_MAX) out[n++] = MK_VARIANT(v, sp);
     }
   }
   return n;
@@ -618,32 +770,64 @@ extern "C" int vc_cuda_masked_variants(const vc_plan *p, const vc_conv_args *a, 
 
 extern "C" void vc_cuda_masked_variant_name(int variant, char buf[32]) {
   if (variant == VC_WR_PAIRS || variant == VC_WR_ROWS) snprintf(buf, 32, "%s", variant == VC_WR_ROWS ? "rows" : "pairs");
+  else if (mk_is_pairs(variant)) snprintf(buf, 32, "pairs.bn256");
   else snprintf(buf, 32, "bn%d.split%d", mk_bn[(variant - 1) / 16 % MK_NBN], (variant - 1) % 16 + 1);
 }
 
 extern "C" int vc_cuda_masked_variant_parse(vc_pass pass, const char *name) {
   if (pass == VC_PASS_BACKWARD_WEIGHT) return !strcmp(name, "pairs") ? VC_WR_PAIRS : !strcmp(name, "rows") ? VC_WR_ROWS : -1;
   int bn = 0, sp = 0, end = 0;
+  if (!strcmp(name, "pairs.bn256")) return MK_PAIRS_VARIANT;
   if (sscanf(name, "bn%d.split%d%n", &bn, &sp, &end) != 2 || name[end] || sp < 1 || sp > 16) return -1;
   for (int v = 0; v < MK_NBN; v++)
     if (mk_bn[v] == bn) return MK_VARIANT(v, sp);
   return -1;
 }
 
-vc_status vc_cuda_masked_run(vc_context *ctx, const imp_args &args, int variant, void *ws, cudaStream_t s) {
+/* The pairs form's run (see above): bias into the fp32 target, the tiles' reductions, the
+ * conversion. */
+static vc_status mk_pairs_run(vc_context *ctx, const vc_plan *p, imp_args q, const void *w, void *ws, size_t wt_bytes,
+                              cudaStream_t s) {
+  const int bn = 256;
+  CUtensorMap map;
+  const vc_status e = mk_tensor_map(ctx, q, w, bn, &map);
+  if (e != VC_OK) return e;
+  void *y = q.out;
+  float *target = q.dt == VC_DTYPE_F32 ? (float *)y : (float *)((char *)ws + wt_bytes);
+  vc_cuda_fill_rows_f32(target, q.rows, q.n_cols, q.bias, (vc_dtype)q.dt, s);
+  q.out = target, q.bias = NULL, q.order = NULL, q.blk_mask = NULL, q.tile_order = NULL;
+  q.ptiles = mk_pair_tiles(p), q.n_tiles = (q.n_cols + bn - 1) / bn, q.nsplit = 1;
+  const int64_t units = q.ptiles * q.n_tiles, grid = units < vc_cuda(ctx)->n_sm ? units : vc_cuda(ctx)->n_sm;
+  if (units > 0)
+    mk_pair_kernels[q.mode == MODE_DGRAD][vc_cuda_dt_index(q.dt)]<<<
+        (unsigned)grid, HP_THREADS(HP_NP(bn)), MK_SMEM(bn, 128, mk_b_kmajor(q.mode, q.dt)), s>>>(q, map, NULL, NULL);
+  VC_CUDA_TRY(ctx, cudaGetLastError());
+  if (q.dt != VC_DTYPE_F32) vc_cuda_add_slices(y, (vc_dtype)q.dt, target, 1, q.rows * q.n_cols, s);
+  return VC_OK;
+}
+
+bool vc_cuda_masked_pairs(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int variant) {
+  return mk_pairs_of(p, imp_shape(p, a, pass), variant);
+}
+
+vc_status vc_cuda_masked_run(vc_context *ctx, const vc_plan *p, const imp_args &args, int variant, void *ws,
+                             cudaStream_t s) {
   imp_args q = args;
   const vc_cuda_state *cs = vc_cuda(ctx);
   const bool ws_ok = ws && ((uintptr_t)ws & 15) == 0;
   const size_t wt_bytes = mk_weight_bytes(q);
   if (wt_bytes && !ws_ok) return vc_fail(ctx, VC_ERR_INTERNAL, "voxconv: tf32 masked dgrad without an aligned workspace");
-  const mk_shape sh = mk_shape_of(cs, q.rows, q.n_cols, q.c_red, q.K, q.dt, ws_ok, variant);
-  const int bn = mk_bn[sh.v];
   const void *w = q.w;
   if (wt_bytes) {
     const dim3 grid((unsigned)((q.ci + MK_TT - 1) / MK_TT), (unsigned)((q.co + MK_TT - 1) / MK_TT), (unsigned)q.K);
     k_mk_tf32_weight<<<grid, 256, 0, s>>>((const float *)q.w, (float *)ws, q.co, q.K, q.ci);
     w = ws;
   }
+  /* the pairs form, where it applies and has its target (16-bit: in an aligned workspace) */
+  if (mk_pairs_of(p, q, variant) && (ws_ok || q.dt == VC_DTYPE_F32)) return mk_pairs_run(ctx, p, q, w, ws, wt_bytes, s);
+  if (mk_is_pairs(variant)) variant = 0;
+  const mk_shape sh = mk_shape_of(cs, q.rows, q.n_cols, q.c_red, q.K, q.dt, ws_ok, variant);
+  const int bn = mk_bn[sh.v];
   CUtensorMap map;
   vc_status e = mk_tensor_map(ctx, q, w, bn, &map);
   if (e != VC_OK) return e;
@@ -682,5 +866,9 @@ vc_status vc_cuda_masked_init(vc_context *ctx) {
             if (mk_kernels[pp][v][k][m][d])
               VC_CUDA_TRY(ctx, cudaFuncSetAttribute(mk_kernels[pp][v][k][m][d], cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                     MK_SMEM(mk_bn[v], k ? 64 : 128, mk_b_kmajor(m ? MODE_DGRAD : MODE_FWD, dts[d]))));
+  for (int m = 0; m < 2; m++)
+    for (int d = 0; d < 3; d++)
+      VC_CUDA_TRY(ctx, cudaFuncSetAttribute(mk_pair_kernels[m][d], cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            MK_SMEM(256, 128, mk_b_kmajor(m ? MODE_DGRAD : MODE_FWD, dts[d]))));
   return VC_OK;
 }
