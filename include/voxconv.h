@@ -317,15 +317,16 @@ VC_API vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, cons
  * most 32 kernel offsets and reductions of more than 64 bytes a row, and the tuner offers
  * it where the fp32 copy fits in half of L2. Its additions come in a varying order, so a
  * VOXCONV_DETERMINISTIC context runs the row tiles instead (also where a cache line names
- * the pairs form), as does a 16-bit call without an aligned workspace. Its backward-weight cuts every offset's pairs into chunks and, in
- * the wgmma kernels, adds the chunks' fp32 partials with reductions in L2 into an fp32 dW
- * (in the workspace, or dW itself in tf32; the order of those additions varies from run
- * to run); in a VOXCONV_DETERMINISTIC context it stores one partial slice per chunk and
- * adds them in a fixed order instead (fewer chunks, a larger workspace, somewhat slower);
- * with one chunk it stores dW directly, repeatable in any context. Forward and
- * backward-data results are repeatable bit for bit (split partials are added in a fixed
- * order), except in the pairs form; backward-weight's only in a VOXCONV_DETERMINISTIC context (there its implicit
- * fallback also runs with one split). Read by vc_context_create: VOXCONV_WGMMA=0 removes
+ * the pairs form), as does a 16-bit call without an aligned workspace. Its backward-weight
+ * cuts every offset's pairs into chunks and, in the wgmma kernels, adds the chunks' fp32
+ * partials with reductions in L2 into an fp32 dW (in the workspace, or dW itself in tf32;
+ * the order of those additions varies from run to run); in a VOXCONV_DETERMINISTIC context
+ * it stores one partial slice per chunk and adds them in a fixed order instead (fewer
+ * chunks, a larger workspace, somewhat slower); with one chunk it stores dW directly,
+ * repeatable in any context. Forward and backward-data results are repeatable bit for bit
+ * (split partials are added in a fixed order), except in the pairs form; backward-weight's
+ * only in a VOXCONV_DETERMINISTIC context (there its implicit fallback also runs with one
+ * split). Read by vc_context_create: VOXCONV_WGMMA=0 removes
  * VC_ALGO_MASKED (for comparisons); VOXCONV_MASKED_BN=64|96|128|256 fixes its tile width
  * (else chosen per call from the channels and the grid; backward-weight has no 96 and runs
  * 128 for it, and in tf32 runs 128 for 256 too), VOXCONV_MASKED_SPLIT=1..16 its reduction
@@ -334,9 +335,11 @@ VC_API vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, cons
  * stages (forward/backward-data; else chosen per call), and VOXCONV_MASKED_WGRAD=pairs|rows
  * its backward-weight's form (each offset's pair list, or the Gray-ordered output rows;
  * else the tuner's pick, pairs without one), and VOXCONV_MASKED_FORM=rows|pairs its
- * forward and backward-data's form (the row tiles, or the pairs form where it applies;
- * else the tuner's pick, the row tiles without one); another value of any of them fails
- * with VC_ERR_INVALID_ARGUMENT. */
+ * forward and backward-data's form (the row tiles, or the pairs form where it applies,
+ * whose tiles VOXCONV_MASKED_BN and _SPLIT do not change; else the tuner's pick, the row
+ * tiles without one). Any of VOXCONV_MASKED_BN, _SPLIT and _FORM leaves the forward and
+ * backward-data with no tile shapes to tune. Another value of any of them fails with
+ * VC_ERR_INVALID_ARGUMENT. */
 
 /* The algorithm VC_ALGO_AUTO (or the forced a->algo) runs for this pass now.
  * Errors: VC_ERR_INVALID_ARGUMENT, VC_ERR_UNSUPPORTED (forced algo not in this backend). */

@@ -142,8 +142,8 @@ static void test_tune_cache_lines(void) {
 
 /* The shipped table (src/core/tune_table.c, generated): every line is a key of nine fields
  * with known pass, dtype and math names, and a choice naming an algorithm and, for masked,
- * at most a tile variant "bn{64,96,128,256}.split{1..16}" (forward, backward_data) or a
- * weight-gradient form "pairs" or "rows" (backward_weight). The library skips a line that does
+ * at most a tile variant "bn{64,96,128,256}.split{1..16}" or the pairs form "pairs.bn256"
+ * (forward, backward_data) or a weight-gradient form "pairs" or "rows" (backward_weight). The library skips a line that does
  * not parse, so a broken generator would otherwise go unnoticed. */
 extern const char *const vc_tune_shipped[];
 
@@ -167,6 +167,7 @@ static bool shipped_line_ok(const char *line) {
   const char *c = sp + 1;
   if (!strcmp(c, "explicit") || !strcmp(c, "implicit") || !strcmp(c, "masked")) return true;
   if (!strcmp(f[2], "backward_weight")) return !strcmp(c, "masked/pairs") || !strcmp(c, "masked/rows");
+  if (!strcmp(c, "masked/pairs.bn256")) return true; /* the forward and dgrad's pairs form */
   int bn = 0, split = 0, end = 0;
   return sscanf(c, "masked/bn%d.split%d%n", &bn, &split, &end) == 2 && !c[end] && (bn == 64 || bn == 96 || bn == 128 || bn == 256) &&
          split >= 1 && split <= 16;

@@ -125,7 +125,7 @@ typedef struct vc_choice {
 } vc_choice;
 
 typedef struct vc_tune_entry {
-  char key[192];
+  char key[320];
   uint64_t hash;       /* of key: execute calls compare these, not ~190-byte strings */
   vc_choice pick;      /* what VC_ALGO_AUTO runs in this context */
   vc_choice file_pick; /* what the cache file gets (algo VC_ALGO_AUTO: nothing); differs for
@@ -203,9 +203,10 @@ struct vc_backend {
   vc_algo (*heuristic)(const vc_plan *p, const vc_conv_args *a, vc_pass pass);
   bool (*deterministic)(vc_algo algo, vc_pass pass);
   /* The tuner's variants of a->algo for this pass (at most VC_VARIANTS_MAX, none 0); 0 when
-   * the algorithm has none to choose among here (it then runs as variant 0). NULL: none
-   * anywhere. */
-  int (*variants)(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int out[]);
+   * the algorithm has none to choose among here (it then runs as variant 0). *restricted is
+   * set where the context's deterministic switch left a variant out (CUDA: masked's pairs
+   * form), so that race stays out of the shared cache file. NULL: none anywhere. */
+  int (*variants)(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int out[], bool *restricted);
   /* A variant's name in the cache file ("bn128.split2": letters, digits and dots), and back
    * (-1 for a name that is no variant of this pass). NULL when `variants` is. */
   void (*variant_name)(int variant, char buf[32]);
@@ -235,7 +236,7 @@ vc_status vc_fail(vc_context *ctx, vc_status s, const char *fmt, ...)
 /* tune.c: resolves VC_ALGO_AUTO (environment, determinism, tune cache, shipped table,
  * heuristic) and checks a forced algorithm against the backend; out->algo is never
  * VC_ALGO_AUTO (a forced or heuristic algorithm has variant 0). */
-#define VC_VARIANTS_MAX 16
+#define VC_VARIANTS_MAX 20
 vc_status vc_resolve_algo(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, vc_pass pass,
                           vc_choice *out);
 /* tune_table.c: the shipped tune table, "key choice" lines as in the cache file, NULL-ended. */

@@ -228,7 +228,7 @@ vc_status vc_resolve_algo(vc_context *ctx, const vc_plan *p, const vc_conv_args 
   }
   const vc_tune_entry *hit = NULL;
   if (ctx->tune_count > 0) {
-    char key[192];
+    char key[320];
     tune_key(p, a, pass, key, sizeof key);
     hit = cache_get(ctx, key);
   }
@@ -269,7 +269,7 @@ vc_status vc_conv_tune(vc_context *ctx, const vc_plan *p, const vc_conv_args *ar
   vc_choice cand[8 * VC_VARIANTS_MAX];
   int n_tunable, n = 0;
   ctx->backend->algos(p, &a, pass, list, &n_tunable);
-  bool filtered = false; /* the determinism switch left a candidate out */
+  bool filtered = false; /* the determinism switch left a candidate (or a variant) out */
   for (int i = 0; i < n_tunable; i++) {
     if (ctx->deterministic && !ctx->backend->deterministic(list[i], pass)) {
       filtered = true;
@@ -277,7 +277,7 @@ vc_status vc_conv_tune(vc_context *ctx, const vc_plan *p, const vc_conv_args *ar
     }
     int var[VC_VARIANTS_MAX], nv = 0;
     a.algo = list[i];
-    if (ctx->backend->variants) nv = ctx->backend->variants(p, &a, pass, var);
+    if (ctx->backend->variants) nv = ctx->backend->variants(p, &a, pass, var, &filtered);
     if (nv == 0) cand[n++] = (vc_choice){list[i], 0};
     for (int v = 0; v < nv; v++) cand[n++] = (vc_choice){list[i], var[v]};
   }
@@ -294,7 +294,7 @@ vc_status vc_conv_tune(vc_context *ctx, const vc_plan *p, const vc_conv_args *ar
   /* The file is shared by every context under this key: only a race among all candidates
    * may go there, or normal contexts would read back a deterministic context's choice. */
   const bool to_file = n > 1 && !filtered;
-  char key[192];
+  char key[320];
   tune_key(p, &a, pass, key, sizeof key);
   cache_put(ctx, key, win, to_file);
   return to_file ? cache_save(ctx) : VC_OK;

@@ -181,12 +181,12 @@ static bool cuda_deterministic(vc_algo algo, vc_pass pass) {
 /* Variants: the masked forward and dgrad's tile shapes (masked.cu), its wgrad's forms
  * (wgrad.cu); none where the environment fixes them or the masked kernels do not run this
  * dtype. */
-static int cuda_variants(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int out[]) {
+static int cuda_variants(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int out[], bool *restricted) {
   const vc_cuda_state *cs = vc_cuda(p->ctx);
   if (a->algo != VC_ALGO_MASKED || !vc_cuda_masked_kernels(a) || !cs->masked) return 0;
   if (pass == VC_PASS_BACKWARD_WEIGHT) return cs->masked_wgrad ? 0 : vc_cuda_masked_wgrad_variants(p, a, out);
   if (cs->masked_bn || cs->masked_split || cs->masked_form) return 0;
-  return vc_cuda_masked_variants(p, a, pass, out);
+  return vc_cuda_masked_variants(p, a, pass, out, restricted);
 }
 
 static const char *cuda_device_name(vc_context *ctx) { return vc_cuda(ctx)->name; }

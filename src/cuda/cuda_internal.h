@@ -24,6 +24,7 @@ typedef struct vc_cuda_state {
   int masked_pipes;   /* VOXCONV_MASKED_PIPES: its pipelines a CTA for 64-wide tiles of 128-byte stages (1, 2), 0 = chosen */
   int masked_wgrad;   /* VOXCONV_MASKED_WGRAD: its wgrad's form (VC_WR_PAIRS, VC_WR_ROWS), 0 = the variant's */
   int masked_form;    /* VOXCONV_MASKED_FORM: its forward and dgrad's form (1 rows, 2 pairs), 0 = the variant's */
+  int64_t pairs_runs; /* calls that ran that pairs form (the GPU tests read it: vc_cuda_masked_pairs_runs) */
   void *encode_tiled; /* the driver's cuTensorMapEncodeTiled (sm_90: the masked algorithm's
                          TMA weight loads), NULL elsewhere */
 } vc_cuda_state;
@@ -190,7 +191,7 @@ static inline bool vc_cuda_masked_kernels(const vc_conv_args *a) {
  * (a variant encodes a tile width and a split count, or the pairs form), and the names in the cache file of
  * those and of the wgrad's forms (hopper/wgrad.cu: the variants VC_WR_PAIRS, VC_WR_ROWS,
  * past every tile shape's). */
-int vc_cuda_masked_variants(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int out[]);
+int vc_cuda_masked_variants(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int out[], bool *restricted);
 enum { VC_WR_PAIRS = 1000, VC_WR_ROWS = 1001 };
 int vc_cuda_masked_wgrad_variants(const vc_plan *p, const vc_conv_args *a, int out[]);
 void vc_cuda_masked_variant_name(int variant, char buf[32]);

@@ -462,7 +462,8 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
                          q.co, w.sums, s);
   } else if (q.rows > 0 && use_masked) {
     /* wide or large: the regrouped order, where the plan has one (the pairs form has no row
-     * order) */
+     * order; a 16-bit pairs call without an aligned workspace, which runs the row tiles,
+     * then keeps the Gray order) */
     const bool big_plan = p->n_out >= VC_GROUP_LARGE_ROWS && q.c_red >= VC_GROUP_ROWS_CHANNELS;
     if (q.order && (q.c_red >= VC_GROUP_MIN_CHANNELS || big_plan) && !vc_cuda_masked_pairs(p, a, pass, variant)) {
       const int32_t *go;

@@ -958,10 +958,14 @@ static void run_twice(vc_context *ctx, const vc_plan *p, conv_data *cd, const vc
  * strided one (K 8: offsets of unequal pair counts, last tiles of fewer than 64 pairs) in
  * f16, bf16 and tf32, with columns past one tile ending in a partial one (520, 264) and
  * reductions ending in partial chunks (264, 136). Where the form does not apply the tiles
- * form runs: 24 input channels (the forward's 64-byte stages), the dgrad's 24 columns, a
- * 5x5x5 plan (K 125, f16). --small: the first channel pair only. The 16-bit forward's workspace holds the form's fp32 copy of y, so
- * its size shows the form ran; in a VOXCONV_DETERMINISTIC context the variable is set but
- * the tiles form runs, bitwise repeatable; a bad value is refused. */
+ * form runs: 24 input channels (the 16-bit forward's 64-byte stages), the dgrad's 24
+ * columns, a 5x5x5 plan (K 125, f16). --small: the first channel pair only. The library's
+ * count of pairs-form calls (vc_cuda_masked_pairs_runs) must grow by exactly the calls
+ * where the form applies; the 16-bit forward's workspace holds its fp32 copy of y. In a
+ * VOXCONV_DETERMINISTIC context with the variable set the tiles form runs (the count stays),
+ * bitwise repeatable; a bad value is refused. */
+int64_t vc_cuda_masked_pairs_runs(const vc_context *ctx); /* masked.cu; in no public header */
+
 static void test_masked_pairs(void) {
   if (!g_has_masked) {
     printf("  no sm_90 device (or VOXCONV_WGMMA=0): nothing to test\n");
@@ -981,7 +985,7 @@ static void test_masked_pairs(void) {
   unsetenv("VOXCONV_MASKED_FORM");
   static const int64_t ch[3][2] = {{264, 520}, {136, 264}, {24, 264}};
   static const vc_dtype dtypes[3] = {VC_DTYPE_F16, VC_DTYPE_BF16, VC_DTYPE_F32};
-  static const char *const cfg[5] = {"256 (pairs form)", "1", NULL, NULL, NULL};
+  static const char *const cfg[5] = {"256 (pairs form where it applies)", "1", NULL, NULL, NULL};
   /* every channel pair and dtype on the 3x3x3 plan; fewer where the reference is dearer */
   static const int n_ch[3] = {3, 2, 1}, n_dt[3] = {3, 3, 1};
   for (int k = 0; ctx && det && k < 3; k++) {
@@ -999,6 +1003,11 @@ static void test_masked_pairs(void) {
         conv_data cd;
         data_make(&cd, pp.cpu, ch[c][0], ch[c][1], dtypes[t]);
         data_reference(&cd, pp.cpu, ALL_PASSES);
+        /* the form applies to a pass with at most 32 offsets, more than 128 output columns
+         * and more than 64 bytes of reduction values a row */
+        const int64_t es = dtypes[t] == VC_DTYPE_F32 ? 4 : 2, ci = ch[c][0], co = ch[c][1];
+        const int want = (k < 2 && co > 128 && ci * es > 64) + (k < 2 && ci > 128 && co * es > 64);
+        const int64_t before = vc_cuda_masked_pairs_runs(ctx);
         masked_passes(ctx, &pp, &cd, cfg);
         vc_conv_args a = cd.args;
         a.algo = VC_ALGO_MASKED;
@@ -1011,13 +1020,17 @@ static void test_masked_pairs(void) {
           size_t bytes = 0;
           CHECK_OK(ctx, vc_conv_workspace_size(pp.gpu, &a, VC_PASS_FORWARD, &bytes));
           const size_t copy = (size_t)vc_plan_out_count(pp.gpu) * (size_t)a.out_channels * sizeof(float);
-          CHECK(bytes >= copy, "%s: forward workspace %zu bytes, less than the fp32 copy of y (%zu): the form did not apply",
-                what, bytes, copy);
+          CHECK(bytes >= copy, "%s: forward workspace %zu bytes, less than the fp32 copy of y (%zu)", what, bytes,
+                copy);
         }
+        const int64_t ran = vc_cuda_masked_pairs_runs(ctx) - before;
+        CHECK(ran == want, "%s: %lld of its forward and dgrad ran the pairs form, expected %d", what, (long long)ran,
+              want);
         char what_det[300];
         snprintf(what_det, sizeof what_det, "%s, deterministic context", what);
         run_twice(det, pd.gpu, &cd, &a, VC_PASS_FORWARD, 0.0, what_det);
         run_twice(det, pd.gpu, &cd, &a, VC_PASS_BACKWARD_DATA, 0.0, what_det);
+        CHECK(vc_cuda_masked_pairs_runs(det) == 0, "%s: the pairs form ran", what_det);
         data_free(&cd);
       }
     pair_free(&pd);
@@ -1644,6 +1657,7 @@ static bool setup(void) {
   unsetenv("VOXCONV_MASKED_SPLIT");
   unsetenv("VOXCONV_MASKED_PIPES");
   unsetenv("VOXCONV_MASKED_WGRAD");
+  unsetenv("VOXCONV_MASKED_FORM");
   const char *wg = getenv("VOXCONV_WGMMA");
   struct cudaDeviceProp prop;
   g_has_masked = CU(cudaGetDeviceProperties(&prop, 0)) && prop.major == 9 && prop.minor == 0 && !(wg && !strcmp(wg, "0"));

@@ -34,7 +34,8 @@
  * already fills with the next unit's stages. A split unit stores its fp32 partial in the
  * workspace; the tile's last split to arrive (a counter per tile) adds all partials in
  * split order and writes the tile, so results are bitwise repeatable. No atomics on data:
- * each output row belongs to one tile.
+ * each output row belongs to one tile. (The pairs form, further down, is the exception: its
+ * tiles are pairs of one offset, added into the output rows by L2 reductions.)
  *
  * dgrad is the same kernel on the reversed map. Its B_r[n = ci][k = co] is the weight as
  * stored, ci contiguous: an MN-major operand, copied as ceil(BN / 64) atoms of 64 ci x KB / 2
@@ -236,9 +237,9 @@ __device__ static __forceinline__ void mk_pair_gtab(const imp_args &p, const mk_
  * their per-tile arrival counters (zero at launch), unused when nsplit == 1. np: producer
  * warpgroups; pipes: 1, or 2 (np == 2): the CTA runs two pipelines, producer and consumer
  * warpgroup g working on units of their own through half the ring each. pairs: the
- * pairs form (pipes 1, nsplit 1, K <= 32; see vc_cuda_masked_run): p.ptiles tiles of pairs, each
- * of one offset, whose products the epilogue adds into the fp32 rows of p.out with L2
- * reductions. */
+ * pairs form (pipes 1, nsplit 1, K <= 32; see mk_pairs_run): p.ptiles tiles of pairs,
+ * each of one offset, whose products the epilogue adds into the fp32 rows of p.out with
+ * L2 reductions. */
 __device__ static __forceinline__ void mk_body(const imp_args &args, const CUtensorMap *bmap, float *part, int *cnt,
                                                const int mode, const int dt, const int bn, const int kb, const int np,
                                                const int pipes, const bool pairs) {
@@ -615,7 +616,8 @@ static int mk_pipes(const vc_cuda_state *cs, int bn, int kb, int64_t units) {
 }
 
 /* Workspace: tf32 dgrad's transposed weight, then partials [tile][split][bn / 2][256] in
- * fp32, then one arrival counter per tile. */
+ * fp32, then one arrival counter per tile (the pairs form: its fp32 copy of the output
+ * instead, mk_pairs_bytes). */
 static size_t mk_weight_bytes(const imp_args &q) {
   return q.mode == MODE_DGRAD && q.dt == VC_DTYPE_F32 ? (size_t)vc_round_up(q.co * q.K * q.ci * 4, 256) : 0;
 }
@@ -702,9 +704,9 @@ __global__ static void __launch_bounds__(256) k_mk_tf32_weight(const float *w, f
  * into an fp32 copy of the output with 16-byte L2 reductions (red.global.add.v4.f32): the
  * bias first (vc_cuda_fill_rows_f32), then the conversion to 16 bits (tf32 adds into y
  * itself). Those additions come in a varying order, so it runs only outside
- * VOXCONV_DETERMINISTIC contexts; it needs one mask word of offsets (its tables, K <= 32),
- * 128-byte stages and more than 128 columns (its tiles are 256 wide). The tuner offers it
- * where the fp32 copy fits in half of L2, where the reductions resolve. */
+ * VOXCONV_DETERMINISTIC contexts; it needs at most 32 offsets (its tile table is one warp's
+ * scan), 128-byte stages and more than 128 columns (its tiles are 256 wide). The tuner
+ * offers it where the fp32 copy fits in half of L2, where the reductions resolve. */
 
 /* Tiles of 128 pairs, each of one offset. */
 static int64_t mk_pair_tiles(const vc_plan *p) {
@@ -713,11 +715,16 @@ static int64_t mk_pair_tiles(const vc_plan *p) {
   return t;
 }
 
-/* Columns past 128 (its tiles are 256 wide), one mask word, 128-byte stages, a normal
- * context; tile counts of 32 bits. */
+/* The call's shape suits the form: columns past 128 (its tiles are 256 wide), at most 32
+ * offsets, 128-byte stages, unit counts of 32 bits. */
+static bool mk_pairs_fit(const vc_plan *p, const imp_args &q) {
+  return q.n_cols > 128 && q.K <= 32 && mk_kb(q.c_red, q.dt) == 128 &&
+         mk_pair_tiles(p) * ((q.n_cols + 255) / 256) < INT32_MAX;
+}
+
+/* ... and the context allows it: not deterministic, not VOXCONV_MASKED_FORM=rows. */
 static bool mk_pairs_apply(const vc_plan *p, const imp_args &q) {
-  return !p->ctx->deterministic && vc_cuda(p->ctx)->masked_form != 1 && q.n_cols > 128 && q.K <= 32 &&
-         mk_kb(q.c_red, q.dt) == 128 && mk_pair_tiles(p) * ((q.n_cols + 255) / 256) < INT32_MAX;
+  return !p->ctx->deterministic && vc_cuda(p->ctx)->masked_form != 1 && mk_pairs_fit(p, q);
 }
 
 /* Whether this call's variant (or VOXCONV_MASKED_FORM=pairs, without one) runs the pairs
@@ -731,20 +738,23 @@ static size_t mk_pairs_bytes(const imp_args &q) {
   return q.dt == VC_DTYPE_F32 ? 0 : (size_t)vc_round_up(q.rows * q.n_cols * 4, 256);
 }
 
+/* tf32 dgrad's transposed weight, then the pairs form's fp32 copy or the tiles form's split
+ * partials (a pairs call without an aligned workspace runs the tiles unsplit: no partials). */
 size_t vc_cuda_masked_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int variant) {
   const imp_args q = imp_shape(p, a, pass);
-  const bool pairs = mk_pairs_of(p, q, variant);
-  /* the tiles form's too, which a pairs variant runs without an aligned workspace */
-  const size_t tiles = mk_split_bytes(
-      mk_shape_of(vc_cuda(p->ctx), q.rows, q.n_cols, q.c_red, q.K, q.dt, true, mk_is_pairs(variant) ? 0 : variant));
-  const size_t own = pairs ? mk_pairs_bytes(q) : 0;
-  return mk_weight_bytes(q) + (own > tiles ? own : tiles);
+  if (mk_pairs_of(p, q, variant)) return mk_weight_bytes(q) + mk_pairs_bytes(q);
+  return mk_weight_bytes(q) +
+         mk_split_bytes(mk_shape_of(vc_cuda(p->ctx), q.rows, q.n_cols, q.c_red, q.K, q.dt, true,
+                                    mk_is_pairs(variant) ? 0 : variant));
 }
 
 /* The tuner's candidates: each tile width up to the one the columns need, unsplit, and split
  * 2, 4, 8 ways and as the heuristic would, where one round of split units still fits the
- * multiprocessors and each split keeps MK_MIN_SPLIT_STAGES stages. */
-extern "C" int vc_cuda_masked_variants(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int out[]) {
+ * multiprocessors and each split keeps MK_MIN_SPLIT_STAGES stages (16 at most); and the
+ * pairs form where it fits and its fp32 copy takes at most half of L2, except in a
+ * deterministic context, which *restricted then reports. */
+extern "C" int vc_cuda_masked_variants(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int out[],
+                                       bool *restricted) {
   const vc_cuda_state *cs = vc_cuda(p->ctx);
   const imp_args q = imp_shape(p, a, pass);
   const int bk = mk_bk(q.dt, mk_kb(q.c_red, q.dt));
@@ -752,8 +762,10 @@ extern "C" int vc_cuda_masked_variants(const vc_plan *p, const vc_conv_args *a, 
   const int heur = mk_shape_of(cs, q.rows, q.n_cols, q.c_red, q.K, q.dt, true, 0).nsplit;
   const int splits[5] = {1, 2, 4, 8, heur};
   int n = 0;
-  /* the pairs form first (the tile shapes fill the rest of the list) */
-  if (mk_pairs_apply(p, q) && q.rows * q.n_cols * 4 <= cs->l2_bytes / 2) out[n++] = MK_PAIRS_VARIANT;
+  if (mk_pairs_fit(p, q) && q.rows * q.n_cols * 4 <= cs->l2_bytes / 2) {
+    if (p->ctx->deterministic) *restricted = true;
+    else out[n++] = MK_PAIRS_VARIANT;
+  }
   for (int v = 0; v < MK_NBN; v++) {
     if (v > 0 && mk_bn[v - 1] >= q.n_cols) break;
     const int64_t tiles = mk_tiles(row_tiles, q.n_cols, v);
@@ -762,7 +774,7 @@ extern "C" int vc_cuda_masked_variants(const vc_plan *p, const vc_conv_args *a, 
       bool dup = false;
       for (int j = 0; j < i; j++) dup = dup || splits[j] == sp;
       if (dup || (sp > 1 && (tiles * sp > cs->n_sm || stages / sp < MK_MIN_SPLIT_STAGES))) continue;
-      if (n < VC_VARIANTS_MAX) out[n++] = MK_VARIANT(v, sp);
+      out[n++] = MK_VARIANT(v, sp); /* 16 + the pairs form <= VC_VARIANTS_MAX */
     }
   }
   return n;
@@ -789,6 +801,7 @@ extern "C" int vc_cuda_masked_variant_parse(vc_pass pass, const char *name) {
 static vc_status mk_pairs_run(vc_context *ctx, const vc_plan *p, imp_args q, const void *w, void *ws, size_t wt_bytes,
                               cudaStream_t s) {
   const int bn = 256;
+  __atomic_fetch_add(&vc_cuda(ctx)->pairs_runs, 1, __ATOMIC_RELAXED);
   CUtensorMap map;
   const vc_status e = mk_tensor_map(ctx, q, w, bn, &map);
   if (e != VC_OK) return e;
@@ -808,6 +821,12 @@ static vc_status mk_pairs_run(vc_context *ctx, const vc_plan *p, imp_args q, con
 
 bool vc_cuda_masked_pairs(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int variant) {
   return mk_pairs_of(p, imp_shape(p, a, pass), variant);
+}
+
+/* The calls of ctx that ran the pairs form (in no public header: the GPU tests check with it
+ * that the form ran where it applies, and only there). */
+extern "C" int64_t vc_cuda_masked_pairs_runs(const vc_context *ctx) {
+  return __atomic_load_n(&vc_cuda((vc_context *)ctx)->pairs_runs, __ATOMIC_RELAXED);
 }
 
 vc_status vc_cuda_masked_run(vc_context *ctx, const vc_plan *p, const imp_args &args, int variant, void *ws,
