@@ -141,6 +141,7 @@ static inline const vc_cuda_plan *vc_cuda_plan_of(const vc_plan *p) { return (co
 static inline unsigned vc_blocks(int64_t n, int threads) { return (unsigned)((n + threads - 1) / threads); }
 
 /* Blocks of 256 threads for a grid-stride loop over n items (at least 1, at most 65535). */
+static inline bool vc_aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 static inline unsigned vc_grid(int64_t n) { return (unsigned)(n < 1 ? 1 : n / 256 + 1 < 65535 ? n / 256 + 1 : 65535); }
 
 #ifdef __cplusplus

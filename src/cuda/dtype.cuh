@@ -21,6 +21,16 @@ __device__ static inline void vc_store(void *p, int dt, int64_t i, float v) {
   }
 }
 
+/* v0, v1 as one 32-bit pair of 16-bit values of dtype dt (f16 or bf16). */
+__device__ static __forceinline__ uint32_t vc_pack2(int dt, float v0, float v1) {
+  if (dt == VC_DTYPE_F16) {
+    __half2 h = __floats2half2_rn(v0, v1);
+    return *(uint32_t *)&h;
+  }
+  __nv_bfloat162 b = __floats2bfloat162_rn(v0, v1);
+  return *(uint32_t *)&b;
+}
+
 /* The two 16-bit values (f16 or bf16) of a 32-bit word: lo = bits 0-15, hi = bits 16-31. */
 __device__ static inline void vc_unpack16x2(uint32_t w, int dt, float *lo, float *hi) {
   if (dt == VC_DTYPE_F16) {

@@ -382,7 +382,6 @@ extern "C" size_t vc_cuda_implicit_workspace(const vc_plan *p, const vc_conv_arg
   return own > masked_ws ? own : masked_ws;
 }
 
-static bool aligned16(const void *ptr) { return ((uintptr_t)ptr & 15) == 0; }
 
 imp_args imp_shape(const vc_plan *p, const vc_conv_args *a, vc_pass pass) {
   imp_args q;
@@ -425,7 +424,7 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
   /* the fast path: 16-byte copies and stores need 8-element channel counts and 16-byte
    * aligned operands and output; chunk indices of the gathered operand and the weight
    * must fit 32 bits */
-  const bool shape16 = q.ci % 8 == 0 && q.co % 8 == 0 && aligned16(in0) && aligned16(in1) && aligned16(out0);
+  const bool shape16 = q.ci % 8 == 0 && q.co % 8 == 0 && vc_aligned16(in0) && vc_aligned16(in1) && vc_aligned16(out0);
   const bool fast = tc && shape16 &&
                     (p->n_in > p->n_out ? p->n_in : p->n_out) * (q.ci > q.co ? q.ci : q.co) / 8 < (int64_t)NONE &&
                     q.co * q.K * q.ci / 8 < (int64_t)NONE;
@@ -433,14 +432,14 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
   /* VC_ALGO_MASKED's Hopper kernels (16-bit: every pass; tf32: forward, and dgrad and wgrad
    * with an aligned workspace for the transposed weight or the split operands); where they
    * do not apply it runs the ones below */
-  const bool tf32 = !tc && shape16 && (q.mode == MODE_FWD || aligned16(ws));
+  const bool tf32 = !tc && shape16 && (q.mode == MODE_FWD || vc_aligned16(ws));
   const bool use_masked =
       (fast || tf32) && vc_cuda(ctx)->masked && vc_cuda_masked_kernels(a) && a->algo == VC_ALGO_MASKED;
   if (!fast && !use_masked && vc_cuda_narrow_applies(q)) { /* a few reduction channels */
     if (q.mode == MODE_WGRAD) q.out = out0; /* its own slices stand for the f32 accumulator */
     return vc_cuda_narrow_run(ctx, p, q, q.mode == MODE_WGRAD ? out1 : NULL, ws, s);
   }
-  if (q.mode == MODE_WGRAD && use_masked && aligned16(ws)) {
+  if (q.mode == MODE_WGRAD && use_masked && vc_aligned16(ws)) {
     q.order = cp->order, q.blk_mask = cp->blk_mask, q.tab = cp->nb; /* the rows form's */
     q.pair_start = cp->pair_start;                                   /* chunks by row range */
     return vc_cuda_masked_wgrad_run(ctx, p, a, q, variant, out0, out1, ws, s);

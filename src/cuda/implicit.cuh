@@ -195,16 +195,6 @@ __device__ static __forceinline__ void chunk_of(const imp_args &p, int64_t u, in
   const tile_pos t = tile_setup(p, bm, bn, bk, rowid, act, &n_act, gtab, (skips) ? live16 : NULL);                                 \
   if (p.mode == MODE_WGRAD && t.n_it == 0) return
 
-/* v0, v1 as one 32-bit pair of 16-bit values of dtype dt (f16 or bf16). */
-__device__ static __forceinline__ uint32_t vc_pack2(int dt, float v0, float v1) {
-  if (dt == VC_DTYPE_F16) {
-    __half2 h = __floats2half2_rn(v0, v1);
-    return *(uint32_t *)&h;
-  }
-  __nv_bfloat162 b = __floats2bfloat162_rn(v0, v1);
-  return *(uint32_t *)&b;
-}
-
 /* Columns n, n+1 (both inside the output) plus bias, as one 32-bit pair of 16-bit values. */
 __device__ static __forceinline__ uint32_t pack2(const imp_args &p, int64_t n, float v0, float v1) {
   if (p.bias) v0 += vc_load(p.bias, p.dt, n), v1 += vc_load(p.bias, p.dt, n + 1);

@@ -11,6 +11,29 @@ __global__ static void k_fill_rows(float *acc, int64_t n, int64_t c, const void 
     acc[i] = bias ? vc_load(bias, dt, i % c) : 0.0f;
 }
 
+/* The same, four columns a thread (c % 4 == 0, acc 16-byte aligned): the form above, one
+ * float a thread, took 5.2 us for 848 x 1024 floats (suite S RES 16, twice a layer around the
+ * masked pairs form; bench/NOTES.md, session 24). */
+__global__ static void k_fill_rows4(float4 *acc, int64_t n4, int64_t c4, const void *bias, int dt) {
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t k = i % c4 * 4;
+    acc[i] = bias ? make_float4(vc_load(bias, dt, k), vc_load(bias, dt, k + 1), vc_load(bias, dt, k + 2),
+                                vc_load(bias, dt, k + 3))
+                  : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
+}
+
+/* dst = src converted to dt, four values a thread (n % 4 == 0, both 16-byte aligned):
+ * vc_cuda_add_slices of one slice. */
+__global__ static void k_convert4(const float4 *src, int64_t n4, void *dst, int dt) {
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (int64_t)gridDim.x * blockDim.x) {
+    const float4 v = src[i];
+    if (dt == VC_DTYPE_F32) ((float4 *)dst)[i] = v;
+    else ((uint2 *)dst)[i] = make_uint2(vc_pack2(dt, v.x, v.y), vc_pack2(dt, v.z, v.w));
+  }
+}
+
+
 /* part[b, k] = sum over the rows of row block b of column k, in f64: the bias gradient sums
  * up to millions of rows and must stay within f32 rounding of the truth. A block is 32
  * columns (coalesced reads) x 8 row lanes, reduced in shared memory. */
@@ -137,11 +160,17 @@ __global__ static void k_wgrad_finish(const float *part, int64_t nslices, int64_
 }
 
 extern "C" void vc_cuda_fill_rows_f32(float *acc, int64_t n, int64_t c, const void *bias, vc_dtype dt, cudaStream_t s) {
-  if (n * c > 0) k_fill_rows<<<vc_grid(n * c), 256, 0, s>>>(acc, n, c, bias, dt);
+  if (n * c <= 0) return;
+  if (c % 4 == 0 && vc_aligned16(acc))
+    k_fill_rows4<<<vc_grid(n * c / 4), 256, 0, s>>>((float4 *)acc, n * c / 4, c / 4, bias, dt);
+  else k_fill_rows<<<vc_grid(n * c), 256, 0, s>>>(acc, n, c, bias, dt);
 }
 
 extern "C" void vc_cuda_add_slices(void *dst, vc_dtype dt, const float *part, int64_t nslices, int64_t n, cudaStream_t s) {
-  if (n > 0) k_add_slices<<<vc_grid(n), 256, 0, s>>>(part, nslices, n, dst, dt);
+  if (n <= 0) return;
+  if (nslices == 1 && n % 4 == 0 && vc_aligned16(part) && vc_aligned16(dst))
+    k_convert4<<<vc_grid(n / 4), 256, 0, s>>>((const float4 *)part, n / 4, dst, dt);
+  else k_add_slices<<<vc_grid(n), 256, 0, s>>>(part, nslices, n, dst, dt);
 }
 
 extern "C" size_t vc_cuda_column_sums_tmp_bytes(int64_t c) { return (size_t)SUM_ROW_BLOCKS * (size_t)c * sizeof(double); }
