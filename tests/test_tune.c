@@ -143,8 +143,9 @@ static void test_tune_cache_lines(void) {
 /* The shipped table (src/core/tune_table.c, generated): every line is a key of nine fields
  * with known pass, dtype and math names, and a choice naming an algorithm and, for masked,
  * at most a tile variant "bn{64,96,128,256}.split{1..16}" or the pairs form "pairs.bn256"
- * (forward, backward_data) or a weight-gradient form "pairs" or "rows" (backward_weight). The library skips a line that does
- * not parse, so a broken generator would otherwise go unnoticed. */
+ * (forward, backward_data) or a weight-gradient form "pairs" or "rows" (backward_weight).
+ * The library skips a line that does not parse, so a broken generator would otherwise go
+ * unnoticed. */
 extern const char *const vc_tune_shipped[];
 
 static bool shipped_line_ok(const char *line) {

@@ -140,8 +140,9 @@ static inline const vc_cuda_plan *vc_cuda_plan_of(const vc_plan *p) { return (co
 
 static inline unsigned vc_blocks(int64_t n, int threads) { return (unsigned)((n + threads - 1) / threads); }
 
-/* Blocks of 256 threads for a grid-stride loop over n items (at least 1, at most 65535). */
 static inline bool vc_aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+/* Blocks of 256 threads for a grid-stride loop over n items (at least 1, at most 65535). */
 static inline unsigned vc_grid(int64_t n) { return (unsigned)(n < 1 ? 1 : n / 256 + 1 < 65535 ? n / 256 + 1 : 65535); }
 
 #ifdef __cplusplus
@@ -189,8 +190,8 @@ static inline bool vc_cuda_masked_kernels(const vc_conv_args *a) {
   return a->dtype != VC_DTYPE_F32 || a->math == VC_MATH_TF32;
 }
 /* hopper/masked.cu: the tuner's tile shapes of the masked forward and dgrad for this call
- * (a variant encodes a tile width and a split count, or the pairs form), and the names in the cache file of
- * those and of the wgrad's forms (hopper/wgrad.cu: the variants VC_WR_PAIRS, VC_WR_ROWS,
+ * (a variant encodes a tile width and a split count, or the pairs form), and the names in
+ * the cache file of those and of the wgrad's forms (hopper/wgrad.cu: the variants VC_WR_PAIRS, VC_WR_ROWS,
  * past every tile shape's). */
 int vc_cuda_masked_variants(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int out[], bool *restricted);
 enum { VC_WR_PAIRS = 1000, VC_WR_ROWS = 1001 };

@@ -382,7 +382,6 @@ extern "C" size_t vc_cuda_implicit_workspace(const vc_plan *p, const vc_conv_arg
   return own > masked_ws ? own : masked_ws;
 }
 
-
 imp_args imp_shape(const vc_plan *p, const vc_conv_args *a, vc_pass pass) {
   imp_args q;
   memset(&q, 0, sizeof q);
@@ -460,20 +459,7 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
     vc_cuda_wgrad_finish(out0, a->dtype, w.acc, a->dtype != VC_DTYPE_F32 ? 1 : 0, q.co * q.K * q.ci, out1, in1, p->n_out,
                          q.co, w.sums, s);
   } else if (q.rows > 0 && use_masked) {
-    /* wide or large: the regrouped order, where the plan has one (the pairs form has no row
-     * order; a 16-bit pairs call without an aligned workspace, which runs the row tiles,
-     * then keeps the Gray order) */
-    const bool big_plan = p->n_out >= VC_GROUP_LARGE_ROWS && q.c_red >= VC_GROUP_ROWS_CHANNELS;
-    if (q.order && (q.c_red >= VC_GROUP_MIN_CHANNELS || big_plan) && !vc_cuda_masked_pairs(p, a, pass, variant)) {
-      const int32_t *go;
-      const uint32_t *gb;
-      const int32_t *gt;
-      const vc_status e =
-          vc_cuda_plan_groups(ctx, p, s, big_plan || q.c_red >= VC_GROUP_LARGE_CHANNELS, &go, &gb, &gt);
-      if (e != VC_OK) return e;
-      if (go) q.order = go, q.blk_mask = gb, q.tile_order = gt;
-    }
-    return vc_cuda_masked_run(ctx, p, q, variant, ws, s);
+    return vc_cuda_masked_run(ctx, p, q, variant, ws, s); /* it picks the form, and the row order */
   } else if (q.rows > 0) {
     q.n_tiles = (q.n_cols + bn - 1) / bn;
     const int64_t blocks = (q.rows + bm - 1) / bm * q.n_tiles;

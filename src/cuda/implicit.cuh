@@ -213,17 +213,15 @@ extern "C" vc_status vc_cuda_narrow_init(vc_context *ctx);
 
 /* hopper/masked.cu: VC_ALGO_MASKED forward and dgrad (warp-specialised wgmma + TMA) on
  * sm_90a devices (vc_cuda_state.masked) for 16-bit storage and tf32 (q.dt VC_DTYPE_F32) on
- * the fast path (channel counts multiple of 8; operands and output 16-byte aligned). The
- * workspace holds split-reduction partials where the call splits (small grids), or the
+ * the fast path (channel counts multiple of 8; operands and output 16-byte aligned); the
+ * run picks the form (pairs or row tiles) and, for the row tiles of wide or large layers,
+ * the plan's regrouped order (vc_cuda_plan_groups). The workspace holds split-reduction partials where the call splits (small grids), or the
  * pairs form's fp32 copy of the output (16-bit); a NULL or unaligned one runs the row tiles
  * unsplit. A tf32 dgrad needs an aligned one: it holds the transposed weight. init fetches
  * the driver's tensor-map encoder. */
 size_t vc_cuda_masked_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int variant);
 vc_status vc_cuda_masked_run(vc_context *ctx, const vc_plan *p, const imp_args &q, int variant, void *ws,
                              cudaStream_t s);
-/* Whether the call runs the pairs form (its variant, or VOXCONV_MASKED_FORM=pairs, where
- * the form applies): it needs no row order. */
-bool vc_cuda_masked_pairs(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int variant);
 vc_status vc_cuda_masked_init(vc_context *ctx);
 /* A 3-dimensional tiled tensor map over addr (dims and box innermost first, the strides of
  * dims 1 and 2 in bytes), one element a box step, by the encoder init fetched (masked.cu

@@ -526,9 +526,9 @@ __global__ static void k_block_masks(const uint32_t *mask, const int32_t *order,
  * union or seeds a run, after placing the rows that add nothing: ~130 of them in 2048
  * rows, ~450 in 8192), so the larger window costs 0.46-0.61 ms a plan against 0.09-0.12
  * (ncu, RES 64 and 256), and only the widest layers (VC_GROUP_LARGE_CHANNELS) and large
- * plans (VC_GROUP_LARGE_ROWS) take it (vc_cuda_plan_groups; bench/NOTES.md, sessions 21-23). One CTA of T
- * threads a window (the windows run side by side): thread t holds rows t PER .. in
- * registers, the rows left as one bit each; a step is one pass over them, a warp scan of the
+ * plans (VC_GROUP_LARGE_ROWS) take it (vc_cuda_plan_groups; bench/NOTES.md, sessions
+ * 21-23). One CTA of T threads a window (the windows run side by side): thread t holds rows
+ * t PER .. in registers, the rows left as one bit each; a step is one pass over them, a warp scan of the
  * rows that add nothing and a warp minimum of the keys, one barrier, and three warp
  * reductions of the warps' results (the count before this warp, the total, the least key). */
 template <int WIN, int T>

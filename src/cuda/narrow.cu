@@ -312,7 +312,7 @@ extern "C" vc_status vc_cuda_narrow_run(vc_context *ctx, const vc_plan *p, const
     if (grid > most) grid = most;
     const int64_t es = q.dt == VC_DTYPE_F32 ? 4 : 2;
     const int vec = (q.c_red == cmax && nw_aligned8(q.a_src) ? NW_VEC_ROWS : 0) |
-                    ((q.n_cols * es) % 16 == 0 && ((uintptr_t)q.out & 15) == 0 ? NW_VEC_OUT : 0);
+                    ((q.n_cols * es) % 16 == 0 && vc_aligned16(q.out) ? NW_VEC_OUT : 0);
     k<<<(unsigned)grid, NW_THREADS, nw_smem(q), s>>>(q, vec);
   }
   VC_CUDA_TRY(ctx, cudaGetLastError());

@@ -33,7 +33,6 @@ __global__ static void k_convert4(const float4 *src, int64_t n4, void *dst, int 
   }
 }
 
-
 /* part[b, k] = sum over the rows of row block b of column k, in f64: the bias gradient sums
  * up to millions of rows and must stay within f32 rounding of the truth. A block is 32
  * columns (coalesced reads) x 8 row lanes, reduced in shared memory. */
@@ -178,7 +177,7 @@ extern "C" size_t vc_cuda_column_sums_tmp_bytes(int64_t c) { return (size_t)SUM_
 /* part[b, k] of the bias gradient's column sums into tmp (vc_cuda_column_sums_tmp_bytes). */
 static void column_partials(vc_dtype dt, const void *dy, int64_t n, int64_t c, void *tmp, cudaStream_t s) {
   const int64_t es = (int64_t)vc_dtype_size(dt);
-  if ((c * es) % 16 == 0 && c * es / 16 <= SUM_VEC_THREADS && ((uintptr_t)dy & 15) == 0) {
+  if ((c * es) % 16 == 0 && c * es / 16 <= SUM_VEC_THREADS && vc_aligned16(dy)) {
     k_column_partials_vec<<<SUM_ROW_BLOCKS, SUM_VEC_THREADS, 0, s>>>(dy, dt, n, c, (double *)tmp);
   } else {
     dim3 grid(vc_blocks(c, 32), SUM_ROW_BLOCKS);

@@ -713,19 +713,28 @@ static bool subm_setup(plan_pair *pp, conv_data *cd, vc_context *gctx, int64_t n
   return true;
 }
 
+/* cd's arguments with VC_ALGO_MASKED (tf32 math for f32 storage); what[] names the run: pp,
+ * the dtype, the channels, "masked" and then `rest`. */
+static vc_conv_args masked_args(const plan_pair *pp, const conv_data *cd, char *what, size_t len, const char *rest) {
+  vc_conv_args a = cd->args;
+  a.algo = VC_ALGO_MASKED;
+  if (a.dtype == VC_DTYPE_F32) a.math = VC_MATH_TF32;
+  snprintf(what, len, "%s %s ci=%lld co=%lld masked%s", pp->what,
+           a.dtype == VC_DTYPE_F32 ? "f32+tf32" : vc_dtype_name(a.dtype), (long long)a.in_channels,
+           (long long)a.out_channels, rest);
+  return a;
+}
+
 /* All three passes of cd on pp's GPU plan with VC_ALGO_MASKED (tf32 math for f32 storage)
  * against the reference, in ctx, whose configuration cfg (BN, split, deterministic, the
  * wgrad's form, pipelines; as below) names the runs. */
 static void masked_passes(vc_context *ctx, const plan_pair *pp, conv_data *cd, const char *const cfg[5]) {
   for (int pass = 0; pass < 3; pass++) {
-    vc_conv_args a = cd->args;
-    a.algo = VC_ALGO_MASKED;
-    if (a.dtype == VC_DTYPE_F32) a.math = VC_MATH_TF32;
-    char what[256];
-    snprintf(what, sizeof what, "%s %s ci=%lld co=%lld masked BN=%s split=%s%s%s%s %s", pp->what,
-             a.dtype == VC_DTYPE_F32 ? "f32+tf32" : vc_dtype_name(a.dtype), (long long)a.in_channels,
-             (long long)a.out_channels, cfg[0], cfg[1] ? cfg[1] : "auto", cfg[2] ? " deterministic" : "",
-             cfg[3] ? " wgrad=rows" : "", cfg[4] ? " pipes=2 asked" : "", vc_pass_name(pass));
+    char rest[128], what[400];
+    snprintf(rest, sizeof rest, " BN=%s split=%s%s%s%s %s", cfg[0], cfg[1] ? cfg[1] : "auto",
+             cfg[2] ? " deterministic" : "", cfg[3] ? " wgrad=rows" : "", cfg[4] ? " pipes=2 asked" : "",
+             vc_pass_name(pass));
+    const vc_conv_args a = masked_args(pp, cd, what, sizeof what, rest);
     run_checked(ctx, pp->gpu, cd, &a, (vc_pass)pass, what);
   }
 }
@@ -780,14 +789,10 @@ static void test_masked_groups(void) {
     if (!subm_setup(&pp, &cd, ctx, cases[t].big ? (int64_t)1 << 19 : sites, cases[t].ci, cases[t].co, cases[t].dtype,
                     3u))
       continue;
-    vc_conv_args a = cd.args;
-    a.algo = VC_ALGO_MASKED;
-    if (a.dtype == VC_DTYPE_F32) a.math = VC_MATH_TF32;
-    char what[256];
-    snprintf(what, sizeof what, "%s %s ci=%lld co=%lld masked, %s%s", pp.what,
-             a.dtype == VC_DTYPE_F32 ? "f32+tf32" : vc_dtype_name(a.dtype), (long long)cases[t].ci,
-             (long long)cases[t].co, cases[t].window ? "regrouped" : "Gray order",
+    char what[256], rest[64];
+    snprintf(rest, sizeof rest, ", %s%s", cases[t].window ? "regrouped" : "Gray order",
              cases[t].dgrad_first ? ", dgrad first" : "");
+    const vc_conv_args a = masked_args(&pp, &cd, what, sizeof what, rest);
     if (cases[t].dgrad_first) {
       run_checked(ctx, pp.gpu, &cd, &a, VC_PASS_BACKWARD_DATA, what);
       const int window = vc_cuda_plan_group_window(pp.gpu);
@@ -1009,13 +1014,8 @@ static void test_masked_pairs(void) {
         const int want = (k < 2 && co > 128 && ci * es > 64) + (k < 2 && ci > 128 && co * es > 64);
         const int64_t before = vc_cuda_masked_pairs_runs(ctx);
         masked_passes(ctx, &pp, &cd, cfg);
-        vc_conv_args a = cd.args;
-        a.algo = VC_ALGO_MASKED;
-        if (a.dtype == VC_DTYPE_F32) a.math = VC_MATH_TF32;
         char what[256];
-        snprintf(what, sizeof what, "%s %s ci=%lld co=%lld masked, VOXCONV_MASKED_FORM=pairs", pp.what,
-                 a.dtype == VC_DTYPE_F32 ? "f32+tf32" : vc_dtype_name(a.dtype), (long long)a.in_channels,
-                 (long long)a.out_channels);
+        const vc_conv_args a = masked_args(&pp, &cd, what, sizeof what, ", VOXCONV_MASKED_FORM=pairs");
         if (k == 0 && a.dtype != VC_DTYPE_F32 && a.in_channels > 32) {
           size_t bytes = 0;
           CHECK_OK(ctx, vc_conv_workspace_size(pp.gpu, &a, VC_PASS_FORWARD, &bytes));

@@ -716,10 +716,10 @@ static int64_t mk_pair_tiles(const vc_plan *p) {
 }
 
 /* The call's shape suits the form: columns past 128 (its tiles are 256 wide), at most 32
- * offsets, 128-byte stages, unit counts of 32 bits. */
+ * offsets, 128-byte stages, tile numbers of 32 bits (the kernel's table; at most
+ * n_pairs / 128 + K tiles). */
 static bool mk_pairs_fit(const vc_plan *p, const imp_args &q) {
-  return q.n_cols > 128 && q.K <= 32 && mk_kb(q.c_red, q.dt) == 128 &&
-         mk_pair_tiles(p) * ((q.n_cols + 255) / 256) < INT32_MAX;
+  return q.n_cols > 128 && q.K <= 32 && mk_kb(q.c_red, q.dt) == 128 && p->n_pairs / MK_BM + q.K < INT32_MAX;
 }
 
 /* ... and the context allows it: not deterministic, not VOXCONV_MASKED_FORM=rows. */
@@ -819,10 +819,6 @@ static vc_status mk_pairs_run(vc_context *ctx, const vc_plan *p, imp_args q, con
   return VC_OK;
 }
 
-bool vc_cuda_masked_pairs(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int variant) {
-  return mk_pairs_of(p, imp_shape(p, a, pass), variant);
-}
-
 /* The calls of ctx that ran the pairs form (in no public header: the GPU tests check with it
  * that the form ran where it applies, and only there). */
 extern "C" int64_t vc_cuda_masked_pairs_runs(const vc_context *ctx) {
@@ -833,7 +829,7 @@ vc_status vc_cuda_masked_run(vc_context *ctx, const vc_plan *p, const imp_args &
                              cudaStream_t s) {
   imp_args q = args;
   const vc_cuda_state *cs = vc_cuda(ctx);
-  const bool ws_ok = ws && ((uintptr_t)ws & 15) == 0;
+  const bool ws_ok = ws && vc_aligned16(ws);
   const size_t wt_bytes = mk_weight_bytes(q);
   if (wt_bytes && !ws_ok) return vc_fail(ctx, VC_ERR_INTERNAL, "voxconv: tf32 masked dgrad without an aligned workspace");
   const void *w = q.w;
@@ -845,6 +841,17 @@ vc_status vc_cuda_masked_run(vc_context *ctx, const vc_plan *p, const imp_args &
   /* the pairs form, where it applies and has its target (16-bit: in an aligned workspace) */
   if (mk_pairs_of(p, q, variant) && (ws_ok || q.dt == VC_DTYPE_F32)) return mk_pairs_run(ctx, p, q, w, ws, wt_bytes, s);
   if (mk_is_pairs(variant)) variant = 0;
+  /* the row tiles of wide or large layers: the regrouped order, where the plan has one */
+  const bool big_plan = p->n_out >= VC_GROUP_LARGE_ROWS && q.c_red >= VC_GROUP_ROWS_CHANNELS;
+  if (q.order && (q.c_red >= VC_GROUP_MIN_CHANNELS || big_plan)) {
+    const int32_t *go;
+    const uint32_t *gb;
+    const int32_t *gt;
+    const vc_status e =
+        vc_cuda_plan_groups(ctx, p, s, big_plan || q.c_red >= VC_GROUP_LARGE_CHANNELS, &go, &gb, &gt);
+    if (e != VC_OK) return e;
+    if (go) q.order = go, q.blk_mask = gb, q.tile_order = gt;
+  }
   const mk_shape sh = mk_shape_of(cs, q.rows, q.n_cols, q.c_red, q.K, q.dt, ws_ok, variant);
   const int bn = mk_bn[sh.v];
   CUtensorMap map;
