@@ -968,7 +968,9 @@ static void run_twice(vc_context *ctx, const vc_plan *p, conv_data *cd, const vc
  * count of pairs-form calls (vc_cuda_masked_pairs_runs) must grow by exactly the calls
  * where the form applies; the 16-bit forward's workspace holds its fp32 copy of y. In a
  * VOXCONV_DETERMINISTIC context with the variable set the tiles form runs (the count stays),
- * bitwise repeatable; a bad value is refused. */
+ * bitwise repeatable; so it does with VOXCONV_MASKED_FORM=rows, and for a 16-bit forward
+ * given an unaligned workspace (the form's fp32 copy needs an aligned one); a bad value is
+ * refused. */
 int64_t vc_cuda_masked_pairs_runs(const vc_context *ctx); /* masked.cu; in no public header */
 
 static void test_masked_pairs(void) {
@@ -976,7 +978,7 @@ static void test_masked_pairs(void) {
     printf("  no sm_90 device (or VOXCONV_WGMMA=0): nothing to test\n");
     return;
   }
-  vc_context *bad = NULL, *ctx = NULL, *det = NULL;
+  vc_context *bad = NULL, *ctx = NULL, *det = NULL, *rows = NULL;
   setenv("VOXCONV_MASKED_FORM", "pair", 1);
   vc_test_scrub(NULL);
   CHECK_STATUS(NULL, vc_context_create(VC_DEVICE_CUDA, 0, &bad), VC_ERR_INVALID_ARGUMENT,
@@ -987,13 +989,15 @@ static void test_masked_pairs(void) {
   setenv("VOXCONV_DETERMINISTIC", "1", 1);
   CHECK_OK(NULL, vc_context_create(VC_DEVICE_CUDA, 0, &det));
   unsetenv("VOXCONV_DETERMINISTIC");
+  setenv("VOXCONV_MASKED_FORM", "rows", 1);
+  CHECK_OK(NULL, vc_context_create(VC_DEVICE_CUDA, 0, &rows));
   unsetenv("VOXCONV_MASKED_FORM");
   static const int64_t ch[3][2] = {{264, 520}, {136, 264}, {24, 264}};
   static const vc_dtype dtypes[3] = {VC_DTYPE_F16, VC_DTYPE_BF16, VC_DTYPE_F32};
   static const char *const cfg[5] = {"256 (pairs form where it applies)", "1", NULL, NULL, NULL};
   /* every channel pair and dtype on the 3x3x3 plan; fewer where the reference is dearer */
   static const int n_ch[3] = {3, 2, 1}, n_dt[3] = {3, 3, 1};
-  for (int k = 0; ctx && det && k < 3; k++) {
+  for (int k = 0; ctx && det && rows && k < 3; k++) {
     const int64_t n = g_small ? 1500 : 4000;
     int32_t *coords = coords_for(n, 2);
     vc_conv_desc d;
@@ -1031,12 +1035,34 @@ static void test_masked_pairs(void) {
         run_twice(det, pd.gpu, &cd, &a, VC_PASS_FORWARD, 0.0, what_det);
         run_twice(det, pd.gpu, &cd, &a, VC_PASS_BACKWARD_DATA, 0.0, what_det);
         CHECK(vc_cuda_masked_pairs_runs(det) == 0, "%s: the pairs form ran", what_det);
+        if (k == 0 && c == 0 && t == 0) { /* 264 -> 520, f16: the form applies to both passes */
+          char what_x[300];
+          snprintf(what_x, sizeof what_x, "%s, VOXCONV_MASKED_FORM=rows", what);
+          plan_pair pr;
+          if (pair_build(&pr, rows, &d, coords, n)) masked_passes(rows, &pr, &cd, cfg);
+          pair_free(&pr);
+          CHECK(vc_cuda_masked_pairs_runs(rows) == 0, "%s: the pairs form ran", what_x);
+          snprintf(what_x, sizeof what_x, "%s, workspace 4 bytes off alignment", what);
+          size_t bytes = 0;
+          CHECK_OK(ctx, vc_conv_workspace_size(pp.gpu, &a, VC_PASS_FORWARD, &bytes));
+          char *ws = dev_alloc(bytes + 16);
+          const int64_t runs = vc_cuda_masked_pairs_runs(ctx);
+          void *out[2] = {NULL, NULL};
+          poison_outputs(&cd, VC_PASS_FORWARD);
+          if (ws) CHECK_OK(ctx, run_pass(ctx, pp.gpu, &a, VC_PASS_FORWARD, cd.dev, ws + 4, bytes, g_stream));
+          if (ws && CU(cudaStreamSynchronize(g_stream)) && download_outputs(&cd, VC_PASS_FORWARD, out, what_x))
+            check_close(&cd, VC_PASS_FORWARD, vc_tolerance(a.dtype, a.math), out, what_x);
+          CHECK(vc_cuda_masked_pairs_runs(ctx) == runs, "%s: the pairs form ran", what_x);
+          free_outputs(out);
+          dev_free(ws);
+        }
         data_free(&cd);
       }
     pair_free(&pd);
     pair_free(&pp);
     free(coords);
   }
+  vc_context_destroy(rows);
   vc_context_destroy(det);
   vc_context_destroy(ctx);
 }
