@@ -79,6 +79,9 @@
 #define WR_IB(np) (512 * (np))
 #define WR_IB_MAX WR_IB(2)
 
+/* Stages a unit on average, at most, for the slices and direct forms to run persistent CTAs */
+#define WR_PERSIST_STAGES 32
+
 /* rows: the 64-row blocks a chunk spans at most (its list of live blocks is in shared
  * memory); the host raises S to keep within it. */
 #define WR_LIVE_MAX 2048
@@ -139,12 +142,96 @@ __device__ static __forceinline__ void wr_fetch(const imp_args &p, const bool ro
 }
 #endif
 
+/* Work units: a CTA's (offset, chunk, tile). Unit positions run tile-fastest (consecutive
+ * units read the same gathered rows), then over the offsets of a chunk, then over the
+ * chunks; within a chunk the offsets come longest first (with K <= WR_RANK_MAX: rk holds
+ * them ranked by pair count, warp 0's wr_rank_offsets), so the longest units start first. */
+#define WR_RANK_MAX 32
+typedef struct wr_unit {
+  int r, n_it;
+  int64_t chunk, j0, j1, m0, n0;
+  bool co2; /* the tile's output channels reach its second 64 */
+} wr_unit;
+
+#ifdef VC_SM90A
+/* rk[i] = the offset with the i-th most pairs (ties by index); K <= 32, warp 0 calls it. */
+__device__ static __forceinline__ void wr_rank_offsets(const imp_args &p, uint8_t *rk) {
+  const int lane = threadIdx.x & 31;
+  const int64_t len = lane < p.K ? p.offsets[lane + 1] - p.offsets[lane] : -1;
+  int rank = 0;
+  for (int o = 0; o < p.K; o++) {
+    const int64_t lo = __shfl_sync(~0u, len, o);
+    rank += lo > len || (lo == len && o < lane);
+  }
+  if (lane < p.K) rk[rank] = (uint8_t)lane;
+}
+
+/* Unit `pos`'s offset, chunk, pair range (pairs) and stages. Rows: the CTA runs one unit,
+ * whose live blocks the whole CTA listed first (rows_n_it of them). */
+__device__ static __forceinline__ wr_unit wr_unit_at(const imp_args &p, int64_t pos, int n_ci_t, int n_co_t, int bn,
+                                                     const uint8_t *rk, bool rows, int rows_n_it) {
+  wr_unit u;
+  const int nt = (int)(pos % n_ci_t);
+  pos /= n_ci_t;
+  const int ct = (int)(pos % n_co_t);
+  pos /= n_co_t;
+  const int rr = (int)(pos % p.K);
+  u.chunk = pos / p.K;
+  u.r = p.K <= WR_RANK_MAX ? rk[rr] : rr;
+  if (rows) {
+    const int64_t nb = (p.rows + WR_BK - 1) / WR_BK;
+    u.j0 = u.chunk * nb / p.nsplit, u.j1 = (u.chunk + 1) * nb / p.nsplit; /* blocks of 64 rows */
+    u.n_it = rows_n_it;
+  } else {
+    int r;
+    int64_t c;
+    chunk_of(p, u.chunk * p.K + u.r, &r, &c, &u.j0, &u.j1);
+    u.n_it = (int)((u.j1 - u.j0 + WR_BK - 1) / WR_BK);
+  }
+  u.m0 = (int64_t)ct * WR_BM, u.n0 = (int64_t)nt * bn;
+  u.co2 = p.co - u.m0 > 64;
+  return u;
+}
+
+/* w[k] of quad lane q holds columns 8 k + 2 q, + 1 of a row; after, lane q's w[k] holds
+ * columns 8 q + 2 k, + 1: round t sends lane q's w[(q - t) & 3] to lane (q - t) & 3. */
+__device__ static __forceinline__ void wr_quad_transpose(uint32_t *w, int q) {
+  uint32_t o[4] = {w[0], w[1], w[2], w[3]}; /* o[q] keeps w[q] */
+#pragma unroll
+  for (int t = 1; t < 4; t++) {
+    const int to = (q - t) & 3, from = (q + t) & 3;
+    uint32_t v = w[0];
+#pragma unroll
+    for (int k = 1; k < 4; k++) v = k == to ? w[k] : v;
+    v = __shfl_sync(~0u, v, (threadIdx.x & 28) | from);
+#pragma unroll
+    for (int k = 0; k < 4; k++) o[k] = k == from ? v : o[k];
+  }
+#pragma unroll
+  for (int k = 0; k < 4; k++) w[k] = o[k];
+}
+
+/* The position of a CTA's i-th unit: round i deals gridDim.x positions, in reverse every
+ * other round, so with the units longest first the CTAs' totals stay close. */
+__device__ static __forceinline__ int64_t wr_pos(int i) {
+  const int64_t g = gridDim.x;
+  return (int64_t)i * g + (i & 1 ? g - 1 - blockIdx.x : blockIdx.x);
+}
+#endif
+
 /* p: a_src = dy, b_src = x, K, ci, co, nsplit (S, the chunks of each offset); pairs:
  * pin/pout/offsets; rows: rows (the output rows), order, blk_mask, tab (the forward's map);
  * x3: a_lo, b_lo (the split operands' lo rows). out, by form: WR_ADD the fp32 dW
  * [co][K][ci] (zeroed; dmap its tensor map, wr_dw_map), WR_SLICES the fp32 slices
  * [S][co][K][ci] (chunk c: slice c), WR_DIRECT dW itself (dtype dt, fp32 with x3). dt: the
- * wgmma's type (bf16 with x3). */
+ * wgmma's type (bf16 with x3).
+ *
+ * A CTA runs units wr_pos(0), wr_pos(1), .. below the unit count. Where units are short, the
+ * slices and direct forms of pairs launch one CTA a multiprocessor, which carries its ring
+ * from unit to unit (the producers gather the next unit's stages while the consumers store
+ * the last one's tile); elsewhere, and always for the add form (whose epilogue stages its
+ * tile in the ring) and the rows form (whose live list the whole CTA builds), one CTA a
+ * unit. */
 __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensorMap *dmap, void *out, const int form,
                                                const int dt, const int bn, const int np, const bool rows,
                                                const bool x3) {
@@ -156,172 +243,206 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
   __shared__ int32_t wr_idx[2][2][WR_IB_MAX]; /* the producers' pair indices: [block half][pout, pin] */
   __shared__ int32_t wr_live[WR_LIVE_MAX];    /* rows: the chunk's blocks that meet the offset */
   __shared__ int wr_cnt[HP_THREADS(2) / 32];
+  __shared__ uint8_t wr_rk[WR_RANK_MAX];
   const int n_ci_t = (int)((p.ci + bn - 1) / bn), n_co_t = (int)((p.co + WR_BM - 1) / WR_BM);
-  /* consecutive CTAs share a chunk: the same gathered rows, read once from L2 */
-  int64_t bid = blockIdx.x;
-  const int nt = (int)(bid % n_ci_t);
-  bid /= n_ci_t;
-  const int ct = (int)(bid % n_co_t);
-  bid /= n_co_t;
-  /* then the offsets of one chunk, then the chunks */
-  int r;
-  int64_t chunk, j0, j1;
-  int n_it;
+  const int64_t units = (int64_t)n_ci_t * n_co_t * p.K * p.nsplit;
+  if (threadIdx.x < 32 && p.K <= WR_RANK_MAX) wr_rank_offsets(p, wr_rk);
+  __syncthreads();
+  int rows_n_it = 0;
   if (rows) {
-    r = (int)(bid % p.K), chunk = bid / p.K;
-    const int64_t nb = (p.rows + WR_BK - 1) / WR_BK;
-    j0 = chunk * nb / p.nsplit, j1 = (chunk + 1) * nb / p.nsplit; /* blocks of 64 rows */
-    n_it = wr_live_blocks(p, r, j0, j1, wr_live, wr_cnt);
-  } else {
-    chunk_of(p, bid, &r, &chunk, &j0, &j1);
-    n_it = (int)((j1 - j0 + WR_BK - 1) / WR_BK);
+    const wr_unit u = wr_unit_at(p, wr_pos(0), n_ci_t, n_co_t, bn, wr_rk, true, 0);
+    rows_n_it = wr_live_blocks(p, u.r, u.j0, u.j1, wr_live, wr_cnt);
   }
-  const int64_t m0 = (int64_t)ct * WR_BM, n0 = (int64_t)nt * bn;
-  const bool co2 = p.co - m0 > 64; /* the tile's output channels reach its second 64 */
-  if (form == WR_ADD && n_it == 0) return; /* nothing to add (a slice, or dW, would need its zeros) */
 
   /* full: one warpgroup's cp.async arrivals; empty: both consumers' warps read a slot */
   const hp_ring ring = hp_ring_init(wr_smem, st, a_tile, b_tile, 128, 8);
   const uint32_t sA = ring.a, sB = ring.b, full = ring.full, empty = ring.empty;
   const int wg = hp_warpgroup();
+  const int64_t kci = (int64_t)p.K * p.ci;
 
   if (wg < np) { /* ---- producers ---- */
     hp_producer_regs();
-    /* Each producer warpgroup issues every np-th stage, alone (as in masked.cu: the
-     * producers are issue-bound, and a stage's fixed costs then fall on 4 warps, not 8);
+    /* Each producer warpgroup issues every np-th stage of the CTA, alone (as in masked.cu:
+     * the producers are issue-bound, and a stage's fixed costs then fall on 4 warps, not 8);
      * thread gt of its warpgroup: 16-byte chunk q of every atom, pair rows k0 + 16 h of its
      * stages. */
     const int tid = threadIdx.x, grp = np == 1 ? 0 : wg, gt = tid & 127, q = gt & 7, k0 = gt >> 3;
-    /* A thread's channels are the same in every stage: their byte offsets within a row
-     * and range checks are set once, and a row's source is one 32 x 32 -> 64-bit multiply-add
-     * (the producers are issue-bound). Columns past the channels copy 0 bytes from the
-     * row's first. */
-    const uint32_t dy_off = (uint32_t)(m0 + 8 * q) * 2, x_off = (uint32_t)(n0 + 8 * q) * 2;
-    const int64_t co_left = p.co - (m0 + 8 * q), ci_left = p.ci - (n0 + 8 * q); /* channels from there on */
     const char *dy = (const char *)p.a_src, *x = (const char *)p.b_src;
     const char *dy_lo = (const char *)p.a_lo, *x_lo = (const char *)p.b_lo;
     const uint32_t dy_pitch = (uint32_t)(p.co * 2), x_pitch = (uint32_t)(p.ci * 2); /* bytes of a row */
-    /* The pair indices reach the copies through shared memory, in blocks of WR_IB pairs
-     * (8 or 16 stages) double-buffered: a block is loaded into registers (coalesced)
-     * a whole block ahead and stored when its stages begin, so no global load latency
-     * sits between a slot becoming free and its copies being issued (loading each stage's
-     * indices a few stages ahead left the producers waiting on them: ncu, L1TEX
-     * scoreboard). */
-    int32_t no[4], ni[4]; /* the next block: 4 pairs a thread */
-    const int ib = WR_IB(np), sb = ib / WR_BK; /* pairs and stages of a block */
-    wr_fetch(p, rows, r, j0, j1, wr_live, n_it, tid, pt, no, ni);
+    const int ib = WR_IB(np), sb = ib / WR_BK; /* pairs and stages of an index block */
+    int64_t gs = 0;                            /* the CTA's stages before this unit */
+    for (int i = 0; rows ? i < 1 : (int64_t)i * gridDim.x < units; i++) { /* round i (rows: one unit) */
+      const int64_t upos = wr_pos(i);
+      if (upos >= units) continue;
+      const wr_unit u = wr_unit_at(p, upos, n_ci_t, n_co_t, bn, wr_rk, rows, rows_n_it);
+      const int n_it = u.n_it;
+      if (form == WR_ADD && n_it == 0) continue; /* nothing to add */
+      /* A thread's channels are the same in every stage of a unit: their byte offsets
+       * within a row and range checks are set once, and a row's source is one 32 x 32 ->
+       * 64-bit multiply-add (the producers are issue-bound). Columns past the channels copy
+       * 0 bytes from the row's first. */
+      const uint32_t dy_off = (uint32_t)(u.m0 + 8 * q) * 2, x_off = (uint32_t)(u.n0 + 8 * q) * 2;
+      const int64_t co_left = p.co - (u.m0 + 8 * q), ci_left = p.ci - (u.n0 + 8 * q); /* channels from there on */
+      /* The pair indices reach the copies through shared memory, in blocks of WR_IB pairs
+       * (8 or 16 stages) double-buffered: a block is loaded into registers (coalesced)
+       * a whole block ahead and stored when its stages begin, so no global load latency
+       * sits between a slot becoming free and its copies being issued (loading each
+       * stage's indices a few stages ahead left the producers waiting on them: ncu, L1TEX
+       * scoreboard). A unit after the first waits first for every producer to have left
+       * the previous one's blocks. */
+      int32_t no[4], ni[4]; /* the next block: 4 pairs a thread */
+      wr_fetch(p, rows, u.r, u.j0, u.j1, wr_live, n_it, tid, pt, no, ni);
+      if (gs > 0) vc_named_barrier(2, pt);
 #pragma unroll
-    for (int e = 0; e < 4; e++) wr_idx[0][0][tid + pt * e] = no[e], wr_idx[0][1][tid + pt * e] = ni[e];
-    wr_fetch(p, rows, r, j0, j1, wr_live, n_it, ib + tid, pt, no, ni);
-    vc_named_barrier(2, pt);
-    int s = grp, phase = 0; /* this warpgroup's first stage is stage grp (np <= st) */
-    for (int blk = 0; blk * sb < n_it; blk++) {
-      const int half = blk & 1;
-      if (blk > 0) {
-        /* block blk begins: its half was last read in block blk - 2, which every
-         * producer left before the barrier that began block blk - 1 */
+      for (int e = 0; e < 4; e++) wr_idx[0][0][tid + pt * e] = no[e], wr_idx[0][1][tid + pt * e] = ni[e];
+      wr_fetch(p, rows, u.r, u.j0, u.j1, wr_live, n_it, ib + tid, pt, no, ni);
+      vc_named_barrier(2, pt);
+      /* this warpgroup's stages: the CTA's stages gs + it with (gs + it) % np == grp; sb is a
+       * multiple of np, so every block's stages alternate the same way */
+      const int first = (int)(((grp - gs) % np + np) % np);
+      for (int blk = 0; blk * sb < n_it; blk++) {
+        const int half = blk & 1;
+        if (blk > 0) {
+          /* block blk begins: its half was last read in block blk - 2, which every
+           * producer left before the barrier that began block blk - 1 */
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-          wr_idx[half][0][tid + pt * e] = no[e];
-          wr_idx[half][1][tid + pt * e] = ni[e];
-        }
-        vc_named_barrier(2, pt);
-        wr_fetch(p, rows, r, j0, j1, wr_live, n_it, (int64_t)(blk + 1) * ib + tid, pt, no, ni);
-      }
-      /* sb is a multiple of np, so every block's stages alternate the same way */
-      for (int it = blk * sb + grp; it < min(n_it, (blk + 1) * sb); it += np) {
-        const int kb = it - blk * sb;
-        if (it >= st) vc_mbar_wait(empty + 8 * s, phase ^ 1);
-        int32_t o4[4], i4[4];
-#pragma unroll
-        for (int h = 0; h < 4; h++) {
-          o4[h] = wr_idx[half][0][kb * WR_BK + k0 + 16 * h];
-          i4[h] = wr_idx[half][1][kb * WR_BK + k0 + 16 * h];
-        }
-#pragma unroll
-        for (int h = 0; h < 4; h++) {
-          const uint32_t off = vc_sw(128, k0 + 16 * h, q);
-          const bool valid = o4[h] >= 0; /* pairs past the chunk arrive as -1: zero rows */
-          const uint64_t o_at = (uint64_t)(uint32_t)max(o4[h], 0) * dy_pitch;
-          const uint64_t i_at = (uint64_t)(uint32_t)max(i4[h], 0) * x_pitch;
-#pragma unroll
-          for (int e = 0; e < nh; e++) { /* the hi (or only) half, then the lo */
-#pragma unroll
-            for (int w = 0; w < 2; w++)
-              if (w == 0 || co2) /* a tile of 64 output channels: the second atom is not read */
-                asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
-                                 sA + s * a_tile + e * a_half + w * HP_ATOM + off),
-                             "l"((e ? dy_lo : dy) + o_at + (64 * w < co_left ? dy_off + 128 * w : 0)),
-                             "r"(valid && 64 * w < co_left ? 16 : 0));
-#pragma unroll
-            for (int u = 0; u < bn / 64; u++)
-              asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
-                               sB + s * b_tile + e * b_half + u * HP_ATOM + off),
-                           "l"((e ? x_lo : x) + i_at + (64 * u < ci_left ? x_off + 128 * u : 0)),
-                           "r"(valid && 64 * u < ci_left ? 16 : 0));
+          for (int e = 0; e < 4; e++) {
+            wr_idx[half][0][tid + pt * e] = no[e];
+            wr_idx[half][1][tid + pt * e] = ni[e];
           }
+          vc_named_barrier(2, pt);
+          wr_fetch(p, rows, u.r, u.j0, u.j1, wr_live, n_it, (int64_t)(blk + 1) * ib + tid, pt, no, ni);
         }
-        vc_mbar_arrive_cp_async(full + 8 * s);
-        if ((s += np) >= st) s -= st, phase ^= 1;
+        for (int it = blk * sb + first; it < min(n_it, (blk + 1) * sb); it += np) {
+          const int kb = it - blk * sb;
+          const int64_t g = gs + it;
+          const int s = (int)(g % st), phase = (int)(g / st) & 1;
+          if (g >= st) vc_mbar_wait(empty + 8 * s, phase ^ 1);
+          int32_t o4[4], i4[4];
+#pragma unroll
+          for (int h = 0; h < 4; h++) {
+            o4[h] = wr_idx[half][0][kb * WR_BK + k0 + 16 * h];
+            i4[h] = wr_idx[half][1][kb * WR_BK + k0 + 16 * h];
+          }
+#pragma unroll
+          for (int h = 0; h < 4; h++) {
+            const uint32_t off = vc_sw(128, k0 + 16 * h, q);
+            const bool valid = o4[h] >= 0; /* pairs past the chunk arrive as -1: zero rows */
+            const uint64_t o_at = (uint64_t)(uint32_t)max(o4[h], 0) * dy_pitch;
+            const uint64_t i_at = (uint64_t)(uint32_t)max(i4[h], 0) * x_pitch;
+#pragma unroll
+            for (int e = 0; e < nh; e++) { /* the hi (or only) half, then the lo */
+#pragma unroll
+              for (int w = 0; w < 2; w++)
+                if (w == 0 || u.co2) /* a tile of 64 output channels: the second atom is not read */
+                  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
+                                   sA + s * a_tile + e * a_half + w * HP_ATOM + off),
+                               "l"((e ? dy_lo : dy) + o_at + (64 * w < co_left ? dy_off + 128 * w : 0)),
+                               "r"(valid && 64 * w < co_left ? 16 : 0));
+#pragma unroll
+              for (int v = 0; v < bn / 64; v++)
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
+                                 sB + s * b_tile + e * b_half + v * HP_ATOM + off),
+                             "l"((e ? x_lo : x) + i_at + (64 * v < ci_left ? x_off + 128 * v : 0)),
+                             "r"(valid && 64 * v < ci_left ? 16 : 0));
+            }
+          }
+          vc_mbar_arrive_cp_async(full + 8 * s);
+        }
       }
+      gs += n_it;
     }
     asm volatile("cp.async.wait_all;\n" ::: "memory");
   } else { /* ---- consumers ---- */
     hp_consumer_regs(np);
     const int cw = wg - np, lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
-    float acc[128];
-#pragma unroll
-    for (int i = 0; i < bn / 2; i++) acc[i] = 0.0f;
     hp_pos pos = {0, 0};
-    /* Consumer 1 of a tile whose output channels end within the first 64 (C = 64 layers)
-     * skips every wgmma (one offset, never live, that never ends): its rows are zeros. */
-    const bool idle = cw == 1 && !co2;
-    const uint32_t never = 0u;
-    hp_consume(acc, ring, pos, n_it, st, a_tile, b_tile, 128, cw * HP_ATOM, bn, dt, HP_MNMN, idle ? 1u : 0u, &never, 1,
-               idle ? 1 << 30 : 1, 0, x3 ? a_half : 0u, x3 ? b_half : 0u);
-    /* the fragment: row = output channel, column = input channel */
-    const int64_t kci = (int64_t)p.K * p.ci;
-    if (form == WR_ADD) {
-      /* The tile goes through shared memory (the ring: free once both consumers' wgmma
-       * have retired) as bn / 32 boxes of 64 rows x 32 columns, 128-byte swizzled (a
-       * thread's two columns are 8 bytes of one 16-byte chunk); then one thread a
-       * consumer adds them to dW with TMA bulk reduce-adds, which skip the columns and rows
-       * past the tensor's ends. Red.v2 from registers was one 8-byte L2 reduction a
-       * thread per column pair and row. */
-      vc_named_barrier(3, 256);
-      const uint32_t stg = sA + cw * bn * 256;
+    for (int i = 0; rows ? i < 1 : (int64_t)i * gridDim.x < units; i++) { /* round i (rows: one unit) */
+      const int64_t upos = wr_pos(i);
+      if (upos >= units) continue;
+      const wr_unit u = wr_unit_at(p, upos, n_ci_t, n_co_t, bn, wr_rk, rows, rows_n_it);
+      if (form == WR_ADD && u.n_it == 0) continue;
+      const int64_t m0 = u.m0, n0 = u.n0;
+      float acc[128];
 #pragma unroll
-      for (int j = 0; j < bn / 8; j++)
+      for (int j = 0; j < bn / 2; j++) acc[j] = 0.0f;
+      /* Consumer 1 of a tile whose output channels end within the first 64 (C = 64 layers)
+       * skips every wgmma (one offset, never live, that never ends): its rows are zeros. */
+      const bool idle = cw == 1 && !u.co2;
+      const uint32_t never = 0u;
+      hp_consume(acc, ring, pos, u.n_it, st, a_tile, b_tile, 128, cw * HP_ATOM, bn, dt, HP_MNMN, idle ? 1u : 0u, &never,
+                 1, idle ? 1 << 30 : 1, 0, x3 ? a_half : 0u, x3 ? b_half : 0u);
+      /* the fragment: row = output channel, column = input channel */
+      if (form == WR_ADD) {
+        /* The tile goes through shared memory (the ring: free once both consumers' wgmma
+         * have retired, as this form's CTAs run one unit) as bn / 32 boxes of 64 rows x 32
+         * columns, 128-byte swizzled (a thread's two columns are 8 bytes of one 16-byte
+         * chunk); then one thread a consumer adds them to dW with TMA bulk reduce-adds,
+         * which skip the columns and rows past the tensor's ends. Red.v2 from registers was
+         * one 8-byte L2 reduction a thread per column pair and row. */
+        vc_named_barrier(3, 256);
+        const uint32_t stg = sA + cw * bn * 256;
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-          const int row = warp * 16 + (lane >> 2) + 8 * h;
-          const uint32_t at = stg + j / 4 * 8192 + vc_sw(128, row, 2 * (j % 4) + ((lane & 3) >> 1)) + (lane & 1) * 8;
-          asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at), "f"(acc[4 * j + 2 * h]),
-                       "f"(acc[4 * j + 2 * h + 1])
-                       : "memory");
-        }
-      vc_fence_proxy_async(); /* the stores (generic proxy), seen by the bulk copies */
-      if (cw == 0) vc_named_barrier(4, 128); /* constant ids: ptxas then reserves 6 barriers, not 16 */
-      else vc_named_barrier(5, 128);
-      if ((threadIdx.x & 127) == 0 && m0 + 64 * cw < p.co) {
-        for (int b = 0; b < bn / 32 && n0 + 32 * b < p.ci; b++)
-          vc_tma_reduce_add_3d(dmap, (int)n0 + 32 * b, r, (int)m0 + 64 * cw, stg + b * 8192);
-        vc_bulk_commit_wait_read();
-      }
-    } else {
-      /* the slice's, or dW's, offset r */
-      const int64_t base = (form == WR_DIRECT ? 0 : chunk * p.co * kci) + (int64_t)r * p.ci;
+        for (int j = 0; j < bn / 8; j++)
 #pragma unroll
-      for (int j = 0; j < bn / 8; j++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-          const int64_t co = m0 + cw * 64 + warp * 16 + (lane >> 2) + 8 * h, ci = n0 + 8 * j + 2 * (lane & 3);
-          const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
-          if (co < p.co && ci < p.ci) { /* ci % 8 == 0: both columns are inside */
-            if (form == WR_DIRECT && !x3) ((uint32_t *)out)[(base + co * kci + ci) / 2] = vc_pack2(dt, v0, v1);
-            else *(float2 *)((float *)out + base + co * kci + ci) = make_float2(v0, v1);
+          for (int h = 0; h < 2; h++) {
+            const int row = warp * 16 + (lane >> 2) + 8 * h;
+            const uint32_t at = stg + j / 4 * 8192 + vc_sw(128, row, 2 * (j % 4) + ((lane & 3) >> 1)) + (lane & 1) * 8;
+            asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at), "f"(acc[4 * j + 2 * h]),
+                         "f"(acc[4 * j + 2 * h + 1])
+                         : "memory");
           }
+        vc_fence_proxy_async(); /* the stores (generic proxy), seen by the bulk copies */
+        if (cw == 0) vc_named_barrier(4, 128); /* constant ids: ptxas then reserves 6 barriers, not 16 */
+        else vc_named_barrier(5, 128);
+        if ((threadIdx.x & 127) == 0 && m0 + 64 * cw < p.co) {
+          for (int b = 0; b < bn / 32 && n0 + 32 * b < p.ci; b++)
+            vc_tma_reduce_add_3d(dmap, (int)n0 + 32 * b, u.r, (int)m0 + 64 * cw, stg + b * 8192);
+          vc_bulk_commit_wait_read();
         }
+      } else if (form == WR_DIRECT && !x3) {
+        /* 16-bit dW. The four lanes of a quad hold 8-column pieces of the same rows; a 4 x 4
+         * transpose across them (wr_quad_transpose) gives each lane 8 consecutive columns,
+         * one 16-byte store, so a row's 64 bytes leave in one L2 request. (4-byte stores
+         * from the fragment were 8 one-sector requests a warp store: the L2's request rate
+         * bound the kernel, 104 against 69 us at suite S RES 16, bench/NOTES.md session 25.)
+         * ci % 8 == 0: a lane's 8 columns are all inside or all past the end. */
+        const int64_t base = (int64_t)u.r * p.ci;
+        const int q4 = lane & 3;
+#pragma unroll
+        for (int g = 0; g < bn / 32; g++)
+#pragma unroll
+          for (int h = 0; h < 2; h++) {
+            uint32_t w[4];
+#pragma unroll
+            for (int jj = 0; jj < 4; jj++)
+              w[jj] = vc_pack2(dt, acc[4 * (4 * g + jj) + 2 * h], acc[4 * (4 * g + jj) + 2 * h + 1]);
+            wr_quad_transpose(w, q4);
+            const int64_t co = m0 + cw * 64 + warp * 16 + (lane >> 2) + 8 * h, ci = n0 + 32 * g + 8 * q4;
+            if (co < p.co && ci < p.ci) *(uint4 *)((uint16_t *)out + base + co * kci + ci) = make_uint4(w[0], w[1], w[2], w[3]);
+          }
+      } else {
+        /* fp32: the slice's, or dW's, offset r. Lanes q and q ^ 1 swap a column pair of
+         * fragment columns j0 = 2 g and j1 = 2 g + 1, so an even lane holds 4 consecutive
+         * columns of j0 and an odd one of j1: 16-byte stores, a row's 64 bytes in one
+         * request (as above). */
+        const int64_t base = (form == WR_DIRECT ? 0 : u.chunk * p.co * kci) + (int64_t)u.r * p.ci;
+        const int q4 = lane & 3, odd = q4 & 1;
+#pragma unroll
+        for (int g = 0; g < bn / 16; g++)
+#pragma unroll
+          for (int h = 0; h < 2; h++) {
+            const float a0 = acc[8 * g + 2 * h], a1 = acc[8 * g + 2 * h + 1]; /* column 16 g + 2 q4, + 1 */
+            const float b0 = acc[8 * g + 4 + 2 * h], b1 = acc[8 * g + 4 + 2 * h + 1]; /* 16 g + 8 + 2 q4, + 1 */
+            const float r0 = __shfl_xor_sync(~0u, odd ? a0 : b0, 1), r1 = __shfl_xor_sync(~0u, odd ? a1 : b1, 1);
+            const int64_t co = m0 + cw * 64 + warp * 16 + (lane >> 2) + 8 * h;
+            const int64_t ci = n0 + 16 * g + 8 * odd + 2 * (q4 & 2); /* even: 16 g + 2 q4; odd: 16 g + 8 + 2 (q4 - 1) */
+            if (co < p.co && ci < p.ci) /* ci % 8 == 0: the 4 columns are all inside or all past the end */
+              *(float4 *)((float *)out + base + co * kci + ci) =
+                  odd ? make_float4(r0, r1, b0, b1) : make_float4(a0, a1, r0, r1);
+          }
+      }
     }
   }
 #else
@@ -505,8 +626,15 @@ vc_status vc_cuda_masked_wgrad_run(vc_context *ctx, const vc_plan *p, const vc_c
     const vc_status e = wr_dw_map(ctx, q, sums, &dmap);
     if (e != VC_OK) return e;
   }
+  /* The slices and direct forms of pairs with short units: one CTA a multiprocessor walks
+   * the units (wr_body). Units of WR_PERSIST_STAGES stages or fewer on average (suite S RES
+   * 16 and 32 at C = 1024) gain, longer ones lose to the hardware's dealing of one CTA a
+   * unit (ncu, f16, us a layer: RES 16 67 against 78, RES 32 224 against 223, RES 64 776
+   * against 728; bench/NOTES.md, session 25). */
+  const bool walk = !sh.add && !sh.rows && p->n_pairs <= (int64_t)WR_PERSIST_STAGES * WR_BK * p->kvol * sh.nsplit;
+  const int64_t grid = walk && sh.blocks > vc_cuda(ctx)->n_sm ? vc_cuda(ctx)->n_sm : sh.blocks;
   if (sh.blocks > 0)
-    wr_kernels[sh.rows][sh.v][vc_cuda_dt_index(a->dtype)]<<<(unsigned)sh.blocks, HP_THREADS(HP_NP(bn)),
+    wr_kernels[sh.rows][sh.v][vc_cuda_dt_index(a->dtype)]<<<(unsigned)grid, HP_THREADS(HP_NP(bn)),
                                                             WR_SMEM(bn, sh.x3), s>>>(q, dmap, direct ? dw : sums, form);
   vc_cuda_wgrad_finish(dw, a->dtype, part, nsl, n, db, args.a_src, p->n_out, q.co,
                        splits + wr_splits_bytes(p, a, sh), s);
