@@ -6,8 +6,9 @@
  * per offset whose reduction runs over gathered rows, all offsets in one launch (the
  * offsets are the groups of a grouped GEMM). Every offset's pairs are cut into the same
  * number S of chunks, chunk c holding the pairs whose output rows lie in the same range,
- * blocks c/S .. (c+1)/S of the plan's 256-row blocks, in every offset (chunk_of); a CTA
- * owns 128 output channels x BN input channels of one chunk; stages hold 64 pairs.
+ * blocks c/S .. (c+1)/S of the plan's 256-row blocks, in every offset (chunk_of); a work
+ * unit is 128 output channels x BN input channels of one offset's chunk, and a CTA runs one
+ * unit or, where units are short, several (wr_body); stages hold 64 pairs.
  *
  * That is the pairs form. The rows form (a tuner variant, VC_WR_ROWS) reduces instead over
  * the output rows in the plan's Gray-code order: offset r's stage is 64 consecutive rows of
@@ -17,7 +18,7 @@
  * reads no pair list, and the CTAs of a chunk read the same dy rows for every offset, but
  * it multiplies the zero rows of the blocks it runs.
  *
- * The CTAs run chunk-major: the ones in flight together hold the same output rows of every
+ * The units run chunk-major: the ones in flight together hold the same output rows of every
  * offset, so they read the same rows of dy and, on sites stored in a spatial order, the
  * rows of x around them; each row is read by up to K offsets, and S is chosen so that what
  * the CTAs in flight read fits in L2 (unless one chunk is enough: see wr_shape_form). (The
@@ -72,14 +73,15 @@
 #define WR_STAGES(bn, x3) HP_STAGES(WR_A_TILE(x3), WR_B_TILE(bn, x3))
 #define WR_SMEM(bn, x3) HP_SMEM(WR_A_TILE(x3), WR_B_TILE(bn, x3))
 #define WR_MIN_CHUNK 512   /* pairs a chunk holds at least, on average over the offsets */
-#define WR_UNITS_PER_SM 4  /* CTAs a multiprocessor at least: chunks differ in length */
+#define WR_UNITS_PER_SM 4  /* work units a multiprocessor at least: chunks differ in length */
 #define WR_MAX_SLICES 64   /* the slices form's chunks at most, and its bytes: */
 #define WR_SLICE_BYTES ((int64_t)256 << 20)
 /* Pairs of an index block: 4 a producer thread (8 and 16 stages) */
 #define WR_IB(np) (512 * (np))
 #define WR_IB_MAX WR_IB(2)
 
-/* Stages a unit on average, at most, for the slices and direct forms to run persistent CTAs */
+/* Stages a unit on average, at most, for the slices and direct forms of pairs to run
+ * persistent CTAs */
 #define WR_PERSIST_STAGES 32
 
 /* rows: the 64-row blocks a chunk spans at most (its list of live blocks is in shared
@@ -142,10 +144,12 @@ __device__ static __forceinline__ void wr_fetch(const imp_args &p, const bool ro
 }
 #endif
 
-/* Work units: a CTA's (offset, chunk, tile). Unit positions run tile-fastest (consecutive
- * units read the same gathered rows), then over the offsets of a chunk, then over the
- * chunks; within a chunk the offsets come longest first (with K <= WR_RANK_MAX: rk holds
- * them ranked by pair count, warp 0's wr_rank_offsets), so the longest units start first. */
+/* Work units: (offset, chunk, tile). Unit positions run tile-fastest (consecutive units
+ * read the same gathered rows), then over the offsets of a chunk, then over the chunks;
+ * within a chunk the offsets come longest first (with K <= WR_RANK_MAX: rk holds them
+ * ranked by their whole lists' pair counts, warp 0's wr_rank_offsets, which a chunk's
+ * shares and the rows form's live blocks follow roughly), so the longest units start
+ * first. */
 #define WR_RANK_MAX 32
 typedef struct wr_unit {
   int r, n_it;
@@ -289,8 +293,8 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
        * a whole block ahead and stored when its stages begin, so no global load latency
        * sits between a slot becoming free and its copies being issued (loading each
        * stage's indices a few stages ahead left the producers waiting on them: ncu, L1TEX
-       * scoreboard). A unit after the first waits first for every producer to have left
-       * the previous one's blocks. */
+       * scoreboard). A unit after one with stages (gs > 0) waits first for every producer
+       * to have left the previous one's blocks. */
       int32_t no[4], ni[4]; /* the next block: 4 pairs a thread */
       wr_fetch(p, rows, u.r, u.j0, u.j1, wr_live, n_it, tid, pt, no, ni);
       if (gs > 0) vc_named_barrier(2, pt);
@@ -304,7 +308,8 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
       for (int blk = 0; blk * sb < n_it; blk++) {
         const int half = blk & 1;
         if (blk > 0) {
-          /* block blk begins: its half was last read in block blk - 2, which every
+          /* block blk begins: its half was last read in block blk - 2 (block 1: in the
+           * previous unit, left before the barrier that began this one), which every
            * producer left before the barrier that began block blk - 1 */
 #pragma unroll
           for (int e = 0; e < 4; e++) {
@@ -402,11 +407,12 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
           vc_bulk_commit_wait_read();
         }
       } else if (form == WR_DIRECT && !x3) {
-        /* 16-bit dW. The four lanes of a quad hold 8-column pieces of the same rows; a 4 x 4
-         * transpose across them (wr_quad_transpose) gives each lane 8 consecutive columns,
-         * one 16-byte store, so a row's 64 bytes leave in one L2 request. (4-byte stores
-         * from the fragment were 8 one-sector requests a warp store: the L2's request rate
-         * bound the kernel, 104 against 69 us at suite S RES 16, bench/NOTES.md session 25.)
+        /* 16-bit dW. The four lanes of a quad hold 2-column pieces of each 8-column group of
+         * the same rows; a 4 x 4 transpose across them (wr_quad_transpose) gives each lane 8
+         * consecutive columns, one 16-byte store, so a row's 64 bytes leave in one L2
+         * request. (4-byte stores from the fragment were 8 one-sector requests a warp
+         * store: the L2's request rate bound the kernel, 104 against 69 us at suite S RES
+         * 16; bench/NOTES.md, session 25.)
          * ci % 8 == 0: a lane's 8 columns are all inside or all past the end. */
         const int64_t base = (int64_t)u.r * p.ci;
         const int q4 = lane & 3;
@@ -420,13 +426,14 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
               w[jj] = vc_pack2(dt, acc[4 * (4 * g + jj) + 2 * h], acc[4 * (4 * g + jj) + 2 * h + 1]);
             wr_quad_transpose(w, q4);
             const int64_t co = m0 + cw * 64 + warp * 16 + (lane >> 2) + 8 * h, ci = n0 + 32 * g + 8 * q4;
-            if (co < p.co && ci < p.ci) *(uint4 *)((uint16_t *)out + base + co * kci + ci) = make_uint4(w[0], w[1], w[2], w[3]);
+            if (co < p.co && ci < p.ci)
+              *(uint4 *)((uint16_t *)out + base + co * kci + ci) = make_uint4(w[0], w[1], w[2], w[3]);
           }
       } else {
-        /* fp32: the slice's, or dW's, offset r. Lanes q and q ^ 1 swap a column pair of
-         * fragment columns j0 = 2 g and j1 = 2 g + 1, so an even lane holds 4 consecutive
-         * columns of j0 and an odd one of j1: 16-byte stores, a row's 64 bytes in one
-         * request (as above). */
+        /* fp32: the slice's, or dW's, offset r. Lanes q and q ^ 1 swap a column pair of the
+         * fragment's 8-column groups 2 g and 2 g + 1, so an even lane holds 4 consecutive
+         * columns of group 2 g and an odd one of group 2 g + 1: 16-byte stores, a row's 64
+         * bytes in one request (as above). */
         const int64_t base = (form == WR_DIRECT ? 0 : u.chunk * p.co * kci) + (int64_t)u.r * p.ci;
         const int q4 = lane & 3, odd = q4 & 1;
 #pragma unroll
@@ -481,8 +488,8 @@ static const wr_kernel wr_kernels[2][3][3] = {{WR_ROW(_, 64), WR_ROW(_, 128), {k
 
 /* The form (pairs or rows: VOXCONV_MASKED_WGRAD's, else the variant's, else pairs), the
  * tile width (VOXCONV_MASKED_BN's, else from the input channels; tf32 at most 128), S and
- * how the partials meet. S (VOXCONV_MASKED_SPLIT's, else chosen): WR_UNITS_PER_SM CTAs a
- * multiprocessor, and enough chunks that the rows the CTAs in flight read (their chunk
+ * how the partials meet. S (VOXCONV_MASKED_SPLIT's, else chosen): WR_UNITS_PER_SM work
+ * units a multiprocessor, and enough chunks that the rows the CTAs in flight read (their chunk
  * positions' share of x and dy, plus one more position: the x rows around a chunk's, and
  * the CTAs finishing the previous one) fill at most half of L2 (a quarter, all and twice
  * it measured no better, bench/NOTES.md); at most one chunk a WR_MIN_CHUNK pairs an offset
@@ -490,7 +497,8 @@ static const wr_kernel wr_kernels[2][3][3] = {{WR_ROW(_, 64), WR_ROW(_, 128), {k
  * one chunk and the rows form's limit below allows it, S stays 1 (the direct form). The
  * rows form also needs S >= its blocks / WR_LIVE_MAX, and the slices form (deterministic
  * contexts) keeps its slices within WR_MAX_SLICES and WR_SLICE_BYTES; where the two meet,
- * pairs runs. x3: tf32's split operands. blocks: the launch's CTAs. */
+ * pairs runs. x3: tf32's split operands. blocks: the work units (the launch's CTAs unless
+ * they walk: vc_cuda_masked_wgrad_run). */
 typedef struct wr_shape {
   int v, add, x3, rows;
   int64_t nsplit, blocks;
@@ -628,9 +636,10 @@ vc_status vc_cuda_masked_wgrad_run(vc_context *ctx, const vc_plan *p, const vc_c
   }
   /* The slices and direct forms of pairs with short units: one CTA a multiprocessor walks
    * the units (wr_body). Units of WR_PERSIST_STAGES stages or fewer on average (suite S RES
-   * 16 and 32 at C = 1024) gain, longer ones lose to the hardware's dealing of one CTA a
-   * unit (ncu, f16, us a layer: RES 16 67 against 78, RES 32 224 against 223, RES 64 776
-   * against 728; bench/NOTES.md, session 25). */
+   * 16 and 32 at C = 1024) gain or break even, longer ones lose to the hardware's dealing
+   * of one CTA a unit (ncu, us a layer, walking against not: f16 RES 16 67 / 78, RES 32 224
+   * / 223, RES 64 776 / 728; tf32 RES 16 144 / 164, RES 32 477 / 488; bench/NOTES.md,
+   * session 25). */
   const bool walk = !sh.add && !sh.rows && p->n_pairs <= (int64_t)WR_PERSIST_STAGES * WR_BK * p->kvol * sh.nsplit;
   const int64_t grid = walk && sh.blocks > vc_cuda(ctx)->n_sm ? vc_cuda(ctx)->n_sm : sh.blocks;
   if (sh.blocks > 0)
