@@ -169,18 +169,21 @@ __device__ static __forceinline__ int32_t gather_row(const imp_args &p, const in
  * p.pair_start (and p.rows the output rows), chunk c holds the pairs whose output rows are
  * in row blocks c/S .. (c+1)/S of the VC_PAIR_ROWS-row blocks: the same output rows for
  * every offset, so the CTAs of a chunk read the same dy rows, and x rows around them. Else
- * chunk c holds the share c/S .. (c+1)/S of each list. */
+ * chunk c holds the share c/S .. (c+1)/S of each list. chunk_range: chunk c of offset r. */
+__device__ static __forceinline__ void chunk_range(const imp_args &p, int r, int64_t c, int64_t *j0, int64_t *j1) {
+  const int64_t lo = p.offsets[r], hi = p.offsets[r + 1];
+  if (p.pair_start) {
+    const int64_t nb = (p.rows + VC_PAIR_ROWS - 1) / VC_PAIR_ROWS, b0 = c * nb / p.nsplit, b1 = (c + 1) * nb / p.nsplit;
+    const int64_t *st = p.pair_start + (int64_t)r * nb;
+    *j0 = b0 < nb ? st[b0] : hi, *j1 = b1 < nb ? st[b1] : hi;
+  } else {
+    *j0 = lo + c * (hi - lo) / p.nsplit, *j1 = lo + (c + 1) * (hi - lo) / p.nsplit;
+  }
+}
 __device__ static __forceinline__ void chunk_of(const imp_args &p, int64_t u, int *r, int64_t *c, int64_t *j0,
                                                 int64_t *j1) {
   *r = (int)(u % p.K), *c = u / p.K;
-  const int64_t lo = p.offsets[*r], hi = p.offsets[*r + 1];
-  if (p.pair_start) {
-    const int64_t nb = (p.rows + VC_PAIR_ROWS - 1) / VC_PAIR_ROWS, b0 = *c * nb / p.nsplit, b1 = (*c + 1) * nb / p.nsplit;
-    const int64_t *st = p.pair_start + (int64_t)*r * nb;
-    *j0 = b0 < nb ? st[b0] : hi, *j1 = b1 < nb ? st[b1] : hi;
-  } else {
-    *j0 = lo + *c * (hi - lo) / p.nsplit, *j1 = lo + (*c + 1) * (hi - lo) / p.nsplit;
-  }
+  chunk_range(p, *r, *c, j0, j1);
 }
 
 /* Per-tile shared state of the kernels (tile_setup fills it) and the setup call; `skips`:

@@ -109,8 +109,7 @@ __device__ static __forceinline__ mk_unit mk_unit_of(const imp_args &p, int64_t 
  * multiprocessor's share falls from 1.25x the mean (units in row order) to 1.10x at RES 64,
  * and from 1.19x to 1.04x at RES 128 (bench/NOTES.md). */
 __device__ static __forceinline__ int64_t mk_unit_at(const imp_args &p, int64_t k, int64_t units, int pipes, int pipe) {
-  const int64_t g = (int64_t)gridDim.x * pipes, b = (int64_t)blockIdx.x * pipes + pipe;
-  const int64_t u = k * g + (k & 1 && p.tile_order ? g - 1 - b : b);
+  const int64_t u = hp_deal(k, (int64_t)gridDim.x * pipes, (int64_t)blockIdx.x * pipes + pipe, p.tile_order != NULL);
   return u < units ? u : -1;
 }
 

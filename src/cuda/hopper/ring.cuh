@@ -105,6 +105,14 @@ __device__ static __forceinline__ void hp_mma(float *acc, int bn, int dt, int la
 #undef HP_MMA_N
 }
 
+/* The position of worker b's k-th unit where rounds of g positions are dealt to workers
+ * 0 .. g - 1, every other round in reverse where `snake`: with the units longest first, a
+ * worker dealt a long one in one round is dealt a short one in the next (masked.cu's
+ * mk_unit_at, wgrad.cu's wr_pos). */
+__device__ static __forceinline__ int64_t hp_deal(int64_t k, int64_t g, int64_t b, bool snake) {
+  return k * g + (k & 1 && snake ? g - 1 - b : b);
+}
+
 /* Where a consumer warpgroup stands in the ring: a persistent CTA carries it from one work
  * unit to the next. */
 typedef struct hp_pos {

@@ -187,9 +187,7 @@ __device__ static __forceinline__ wr_unit wr_unit_at(const imp_args &p, int64_t 
     u.j0 = u.chunk * nb / p.nsplit, u.j1 = (u.chunk + 1) * nb / p.nsplit; /* blocks of 64 rows */
     u.n_it = rows_n_it;
   } else {
-    int r;
-    int64_t c;
-    chunk_of(p, u.chunk * p.K + u.r, &r, &c, &u.j0, &u.j1);
+    chunk_range(p, u.r, u.chunk, &u.j0, &u.j1);
     u.n_it = (int)((u.j1 - u.j0 + WR_BK - 1) / WR_BK);
   }
   u.m0 = (int64_t)ct * WR_BM, u.n0 = (int64_t)nt * bn;
@@ -215,11 +213,12 @@ __device__ static __forceinline__ void wr_quad_transpose(uint32_t *w, int q) {
   for (int k = 0; k < 4; k++) w[k] = o[k];
 }
 
-/* The position of a CTA's i-th unit: round i deals gridDim.x positions, in reverse every
- * other round, so with the units longest first the CTAs' totals stay close. */
-__device__ static __forceinline__ int64_t wr_pos(int i) {
-  const int64_t g = gridDim.x;
-  return (int64_t)i * g + (i & 1 ? g - 1 - blockIdx.x : blockIdx.x);
+/* The position of a CTA's i-th unit, or -1 past its last (as in masked.cu's mk_unit_at:
+ * hp_deal over the CTAs, reversed every other round, so with the units longest first the
+ * CTAs' totals stay close; a round that passes the unit count is the CTA's last). */
+__device__ static __forceinline__ int64_t wr_pos(int64_t i, int64_t units) {
+  const int64_t u = hp_deal(i, gridDim.x, blockIdx.x, true);
+  return u < units ? u : -1;
 }
 #endif
 
@@ -230,12 +229,11 @@ __device__ static __forceinline__ int64_t wr_pos(int i) {
  * [S][co][K][ci] (chunk c: slice c), WR_DIRECT dW itself (dtype dt, fp32 with x3). dt: the
  * wgmma's type (bf16 with x3).
  *
- * A CTA runs units wr_pos(0), wr_pos(1), .. below the unit count. Where units are short, the
- * slices and direct forms of pairs launch one CTA a multiprocessor, which carries its ring
- * from unit to unit (the producers gather the next unit's stages while the consumers store
- * the last one's tile); elsewhere, and always for the add form (whose epilogue stages its
- * tile in the ring) and the rows form (whose live list the whole CTA builds), one CTA a
- * unit. */
+ * A CTA runs units wr_pos(0), wr_pos(1), ... Where units are short, the slices and direct
+ * forms of pairs launch one CTA a multiprocessor, which carries its ring from unit to unit
+ * (the producers gather the next unit's stages while the consumers store the last one's
+ * tile); elsewhere, and always for the add form (whose epilogue stages its tile in the
+ * ring) and the rows form (whose live list the whole CTA builds), one CTA a unit. */
 __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensorMap *dmap, void *out, const int form,
                                                const int dt, const int bn, const int np, const bool rows,
                                                const bool x3) {
@@ -254,7 +252,7 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
   __syncthreads();
   int rows_n_it = 0;
   if (rows) {
-    const wr_unit u = wr_unit_at(p, wr_pos(0), n_ci_t, n_co_t, bn, wr_rk, true, 0);
+    const wr_unit u = wr_unit_at(p, wr_pos(0, units), n_ci_t, n_co_t, bn, wr_rk, true, 0);
     rows_n_it = wr_live_blocks(p, u.r, u.j0, u.j1, wr_live, wr_cnt);
   }
 
@@ -276,9 +274,7 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
     const uint32_t dy_pitch = (uint32_t)(p.co * 2), x_pitch = (uint32_t)(p.ci * 2); /* bytes of a row */
     const int ib = WR_IB(np), sb = ib / WR_BK; /* pairs and stages of an index block */
     int64_t gs = 0;                            /* the CTA's stages before this unit */
-    for (int i = 0; rows ? i < 1 : (int64_t)i * gridDim.x < units; i++) { /* round i (rows: one unit) */
-      const int64_t upos = wr_pos(i);
-      if (upos >= units) continue;
+    for (int64_t i = 0, upos; (!rows || i < 1) && (upos = wr_pos(i, units)) >= 0; i++) { /* rows: one unit */
       const wr_unit u = wr_unit_at(p, upos, n_ci_t, n_co_t, bn, wr_rk, rows, rows_n_it);
       const int n_it = u.n_it;
       if (form == WR_ADD && n_it == 0) continue; /* nothing to add */
@@ -363,9 +359,7 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
     hp_consumer_regs(np);
     const int cw = wg - np, lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
     hp_pos pos = {0, 0};
-    for (int i = 0; rows ? i < 1 : (int64_t)i * gridDim.x < units; i++) { /* round i (rows: one unit) */
-      const int64_t upos = wr_pos(i);
-      if (upos >= units) continue;
+    for (int64_t i = 0, upos; (!rows || i < 1) && (upos = wr_pos(i, units)) >= 0; i++) { /* rows: one unit */
       const wr_unit u = wr_unit_at(p, upos, n_ci_t, n_co_t, bn, wr_rk, rows, rows_n_it);
       if (form == WR_ADD && u.n_it == 0) continue;
       const int64_t m0 = u.m0, n0 = u.n0;
