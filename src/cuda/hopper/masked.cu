@@ -478,18 +478,38 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
         int32_t orow[2];
 #pragma unroll
         for (int h = 0; h < 2; h++) orow[h] = order_row(p, mr + 8 * h);
+        if (dt == VC_DTYPE_F32) {
 #pragma unroll
-        for (int j = 0; j < bn / 8; j++) {
-          const int c = 8 * j + 2 * (lane & 3);
-          const int64_t n = w.n0 + c;
-          const float b0 = p.bias ? sb[c] : 0.0f, b1 = p.bias ? sb[c + 1] : 0.0f;
-          if (n < p.n_cols) /* n_cols % 8 == 0 on the fast path */
+          for (int j = 0; j < bn / 8; j++) {
+            const int c = 8 * j + 2 * (lane & 3);
+            const int64_t n = w.n0 + c;
+            const float b0 = p.bias ? sb[c] : 0.0f, b1 = p.bias ? sb[c + 1] : 0.0f;
+            if (n < p.n_cols) /* n_cols % 8 == 0 on the fast path */
+#pragma unroll
+              for (int h = 0; h < 2; h++)
+                if (orow[h] >= 0)
+                  *(float2 *)((float *)p.out + (int64_t)orow[h] * p.n_cols + n) =
+                      make_float2(ab[4 * j + 2 * h] + b0, ab[4 * j + 2 * h + 1] + b1);
+          }
+        } else {
+          /* 16 bits: 8 consecutive columns a lane after a quad transpose, one 16-byte store
+           * (4-byte stores were one L2 request for 16 bytes: the wgrad's bound, session 25) */
+          const int q4 = lane & 3;
+#pragma unroll
+          for (int g = 0; g < bn / 32; g++)
 #pragma unroll
             for (int h = 0; h < 2; h++) {
-              const float v0 = ab[4 * j + 2 * h] + b0, v1 = ab[4 * j + 2 * h + 1] + b1;
-              if (orow[h] < 0) continue;
-              if (dt == VC_DTYPE_F32) *(float2 *)((float *)p.out + (int64_t)orow[h] * p.n_cols + n) = make_float2(v0, v1);
-              else *(uint32_t *)((uint16_t *)p.out + (int64_t)orow[h] * p.n_cols + n) = vc_pack2(dt, v0, v1);
+              uint32_t wv[4];
+#pragma unroll
+              for (int jj = 0; jj < 4; jj++) {
+                const int j = 4 * g + jj, c = 8 * j + 2 * q4;
+                const float b0 = p.bias ? sb[c] : 0.0f, b1 = p.bias ? sb[c + 1] : 0.0f;
+                wv[jj] = vc_pack2(dt, ab[4 * j + 2 * h] + b0, ab[4 * j + 2 * h + 1] + b1);
+              }
+              hp_quad_transpose(wv, q4);
+              const int64_t n = w.n0 + 32 * g + 8 * q4; /* n_cols % 8 == 0: all 8 inside or none */
+              if (orow[h] >= 0 && n < p.n_cols)
+                *(uint4 *)((uint16_t *)p.out + (int64_t)orow[h] * p.n_cols + n) = make_uint4(wv[0], wv[1], wv[2], wv[3]);
             }
         }
       }

@@ -206,6 +206,27 @@ __device__ static __forceinline__ void hp_consume(float *acc, const hp_ring &r, 
   for (int i = 0; i < nb * bn / 2; i++) vc_reg_fence(acc[i]);
   pos.s = s, pos.phase = phase;
 }
+/* For 16-byte stores of 16-bit values from a wgmma fragment (quad lane q holds columns
+ * 8 j + 2 q, + 1 of a row): w[k] of quad lane q holds columns 8 k + 2 q, + 1 (packed);
+ * after, lane q's w[k] holds columns 8 q + 2 k, + 1, so each lane has 8 consecutive
+ * columns. Round t sends lane q's w[(q - t) & 3] to lane (q - t) & 3. Every lane of the
+ * warp must call it. */
+__device__ static __forceinline__ void hp_quad_transpose(uint32_t *w, int q) {
+  uint32_t o[4] = {w[0], w[1], w[2], w[3]}; /* o[q] keeps w[q] */
+#pragma unroll
+  for (int t = 1; t < 4; t++) {
+    const int to = (q - t) & 3, from = (q + t) & 3;
+    uint32_t v = w[0];
+#pragma unroll
+    for (int k = 1; k < 4; k++) v = k == to ? w[k] : v;
+    v = __shfl_sync(~0u, v, (threadIdx.x & 28) | from);
+#pragma unroll
+    for (int k = 0; k < 4; k++) o[k] = k == from ? v : o[k];
+  }
+#pragma unroll
+  for (int k = 0; k < 4; k++) w[k] = o[k];
+}
+
 #endif
 
 #endif

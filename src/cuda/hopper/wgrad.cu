@@ -195,24 +195,6 @@ __device__ static __forceinline__ wr_unit wr_unit_at(const imp_args &p, int64_t 
   return u;
 }
 
-/* w[k] of quad lane q holds columns 8 k + 2 q, + 1 of a row; after, lane q's w[k] holds
- * columns 8 q + 2 k, + 1: round t sends lane q's w[(q - t) & 3] to lane (q - t) & 3. */
-__device__ static __forceinline__ void wr_quad_transpose(uint32_t *w, int q) {
-  uint32_t o[4] = {w[0], w[1], w[2], w[3]}; /* o[q] keeps w[q] */
-#pragma unroll
-  for (int t = 1; t < 4; t++) {
-    const int to = (q - t) & 3, from = (q + t) & 3;
-    uint32_t v = w[0];
-#pragma unroll
-    for (int k = 1; k < 4; k++) v = k == to ? w[k] : v;
-    v = __shfl_sync(~0u, v, (threadIdx.x & 28) | from);
-#pragma unroll
-    for (int k = 0; k < 4; k++) o[k] = k == from ? v : o[k];
-  }
-#pragma unroll
-  for (int k = 0; k < 4; k++) w[k] = o[k];
-}
-
 /* The position of a CTA's i-th unit, or -1 past its last (as in masked.cu's mk_unit_at:
  * hp_deal over the CTAs, reversed every other round, so with the units longest first the
  * CTAs' totals stay close; a round that passes the unit count is the CTA's last). */
@@ -402,7 +384,7 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
         }
       } else if (form == WR_DIRECT && !x3) {
         /* 16-bit dW. The four lanes of a quad hold 2-column pieces of each 8-column group of
-         * the same rows; a 4 x 4 transpose across them (wr_quad_transpose) gives each lane 8
+         * the same rows; a 4 x 4 transpose across them (hp_quad_transpose) gives each lane 8
          * consecutive columns, one 16-byte store, so a row's 64 bytes leave in one L2
          * request. (4-byte stores from the fragment were 8 one-sector requests a warp
          * store: the L2's request rate bound the kernel, 104 against 69 us at suite S RES
@@ -418,7 +400,7 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
 #pragma unroll
             for (int jj = 0; jj < 4; jj++)
               w[jj] = vc_pack2(dt, acc[4 * (4 * g + jj) + 2 * h], acc[4 * (4 * g + jj) + 2 * h + 1]);
-            wr_quad_transpose(w, q4);
+            hp_quad_transpose(w, q4);
             const int64_t co = m0 + cw * 64 + warp * 16 + (lane >> 2) + 8 * h, ci = n0 + 32 * g + 8 * q4;
             if (co < p.co && ci < p.ci)
               *(uint4 *)((uint16_t *)out + base + co * kci + ci) = make_uint4(w[0], w[1], w[2], w[3]);
