@@ -283,6 +283,10 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
       /* this warpgroup's stages: the CTA's stages gs + it with (gs + it) % np == grp; sb is a
        * multiple of np, so every block's stages alternate the same way */
       const int first = (int)(((grp - gs) % np + np) % np);
+      /* its next stage's number in the CTA, slot and phase: stepped by np (np < st), so no
+       * 64-bit division a stage */
+      int64_t g = gs + first;
+      int s = (int)(g % st), phase = (int)(g / st) & 1;
       for (int blk = 0; blk * sb < n_it; blk++) {
         const int half = blk & 1;
         if (blk > 0) {
@@ -299,8 +303,6 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
         }
         for (int it = blk * sb + first; it < min(n_it, (blk + 1) * sb); it += np) {
           const int kb = it - blk * sb;
-          const int64_t g = gs + it;
-          const int s = (int)(g % st), phase = (int)(g / st) & 1;
           if (g >= st) vc_mbar_wait(empty + 8 * s, phase ^ 1);
           int32_t o4[4], i4[4];
 #pragma unroll
@@ -332,6 +334,8 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
             }
           }
           vc_mbar_arrive_cp_async(full + 8 * s);
+          g += np;
+          if ((s += np) >= st) s -= st, phase ^= 1;
         }
       }
       gs += n_it;
