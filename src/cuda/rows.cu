@@ -23,16 +23,6 @@ __global__ static void k_fill_rows4(float4 *acc, int64_t n4, int64_t c4, const v
   }
 }
 
-/* dst = src converted to dt, four values a thread (n % 4 == 0, both 16-byte aligned):
- * vc_cuda_add_slices of one slice. */
-__global__ static void k_convert4(const float4 *src, int64_t n4, void *dst, int dt) {
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (int64_t)gridDim.x * blockDim.x) {
-    const float4 v = src[i];
-    if (dt == VC_DTYPE_F32) ((float4 *)dst)[i] = v;
-    else ((uint2 *)dst)[i] = make_uint2(vc_pack2(dt, v.x, v.y), vc_pack2(dt, v.z, v.w));
-  }
-}
-
 /* part[b, k] = sum over the rows of row block b of column k, in f64: the bias gradient sums
  * up to millions of rows and must stay within f32 rounding of the truth. A block is 32
  * columns (coalesced reads) x 8 row lanes, reduced in shared memory. */
@@ -134,9 +124,26 @@ __device__ static __forceinline__ void column_total(const double *part, int64_t 
 }
 
 /* dst[e] = the sum over the slices c = 0 .. nslices - 1 of part[c * n + e], in slice order,
- * by blocks blk, + nblk, ... */
+ * by blocks blk, + nblk, ...; with vec (slices_vec) four values a thread: one value a thread
+ * took 5.2 us to convert 848 x 1024 floats (one slice: suite S RES 16, around the masked
+ * pairs form; bench/NOTES.md, session 24), four 4.4 us. */
 __device__ static __forceinline__ void add_slices(const float *part, int64_t nslices, int64_t n, void *dst, int dt,
-                                                  int64_t blk, int64_t nblk) {
+                                                  bool vec, int64_t blk, int64_t nblk) {
+  if (vec) {
+    const float4 *p4 = (const float4 *)part;
+    const int64_t n4 = n / 4;
+    for (int64_t e = blk * blockDim.x + threadIdx.x; e < n4; e += nblk * blockDim.x) {
+      float4 v = p4[e];
+#pragma unroll 4
+      for (int64_t c = 1; c < nslices; c++) {
+        const float4 x = p4[c * n4 + e];
+        v.x += x.x, v.y += x.y, v.z += x.z, v.w += x.w;
+      }
+      if (dt == VC_DTYPE_F32) ((float4 *)dst)[e] = v;
+      else ((uint2 *)dst)[e] = make_uint2(vc_pack2(dt, v.x, v.y), vc_pack2(dt, v.z, v.w));
+    }
+    return;
+  }
   for (int64_t e = blk * blockDim.x + threadIdx.x; e < n; e += nblk * blockDim.x) {
     float v = part[e];
 #pragma unroll 8
@@ -145,16 +152,22 @@ __device__ static __forceinline__ void add_slices(const float *part, int64_t nsl
   }
 }
 
-__global__ static void k_add_slices(const float *part, int64_t nslices, int64_t n, void *dst, int dt) {
-  add_slices(part, nslices, n, dst, dt, blockIdx.x, gridDim.x);
+/* Whether add_slices can take four values a thread, and the items it then walks. */
+static bool slices_vec(const float *part, int64_t n, const void *dst) {
+  return n % 4 == 0 && vc_aligned16(part) && vc_aligned16(dst);
+}
+static int64_t slices_items(int64_t n, bool vec) { return vec ? n / 4 : n; }
+
+__global__ static void k_add_slices(const float *part, int64_t nslices, int64_t n, void *dst, int dt, bool vec) {
+  add_slices(part, nslices, n, dst, dt, vec, blockIdx.x, gridDim.x);
 }
 
 /* The end of a backward-weight pass in one launch: blocks [0, slice_blocks) add the
  * slices, the others the bias gradient's column totals (each ran ~4 us a layer, mostly
  * latency, as two kernels). */
-__global__ static void k_wgrad_finish(const float *part, int64_t nslices, int64_t n, void *dst, int dt, int slice_blocks,
-                                      const double *sums, int64_t c, void *db) {
-  if ((int)blockIdx.x < slice_blocks) add_slices(part, nslices, n, dst, dt, blockIdx.x, slice_blocks);
+__global__ static void k_wgrad_finish(const float *part, int64_t nslices, int64_t n, void *dst, int dt, bool vec,
+                                      int slice_blocks, const double *sums, int64_t c, void *db) {
+  if ((int)blockIdx.x < slice_blocks) add_slices(part, nslices, n, dst, dt, vec, blockIdx.x, slice_blocks);
   else column_total(sums, c, db, dt, blockIdx.x - slice_blocks);
 }
 
@@ -167,9 +180,8 @@ extern "C" void vc_cuda_fill_rows_f32(float *acc, int64_t n, int64_t c, const vo
 
 extern "C" void vc_cuda_add_slices(void *dst, vc_dtype dt, const float *part, int64_t nslices, int64_t n, cudaStream_t s) {
   if (n <= 0) return;
-  if (nslices == 1 && n % 4 == 0 && vc_aligned16(part) && vc_aligned16(dst))
-    k_convert4<<<vc_grid(n / 4), 256, 0, s>>>((const float4 *)part, n / 4, dst, dt);
-  else k_add_slices<<<vc_grid(n), 256, 0, s>>>(part, nslices, n, dst, dt);
+  const bool vec = slices_vec(part, n, dst);
+  k_add_slices<<<vc_grid(slices_items(n, vec)), 256, 0, s>>>(part, nslices, n, dst, dt, vec);
 }
 
 extern "C" size_t vc_cuda_column_sums_tmp_bytes(int64_t c) { return (size_t)SUM_ROW_BLOCKS * (size_t)c * sizeof(double); }
@@ -192,7 +204,8 @@ extern "C" void vc_cuda_wgrad_finish(void *dw, vc_dtype dt, const float *part, i
     return;
   }
   column_partials(dt, dy, n_rows, c, tmp, s);
-  const int64_t slice_blocks = nslices > 0 && n > 0 ? vc_grid(n) : 0;
-  k_wgrad_finish<<<(unsigned)(slice_blocks + vc_blocks(c, 32)), 256, 0, s>>>(part, nslices, n, dw, dt, (int)slice_blocks,
-                                                                           (const double *)tmp, c, db);
+  const bool vec = slices_vec(part, n, dw);
+  const int64_t slice_blocks = nslices > 0 && n > 0 ? vc_grid(slices_items(n, vec)) : 0;
+  k_wgrad_finish<<<(unsigned)(slice_blocks + vc_blocks(c, 32)), 256, 0, s>>>(part, nslices, n, dw, dt, vec,
+                                                                           (int)slice_blocks, (const double *)tmp, c, db);
 }
