@@ -6,7 +6,8 @@
  *   dgrad     m = input row, k = (r, co), n = ci
  *             A = dy[nbt[m, r]], B = W_r                      (each input row: one block)
  *   wgrad     m = co, n = ci, k = pairs of offset r (split)
- *             A = dy[pair_out]^T, B = x[pair_in]              (fp32 atomics across splits)
+ *             A = dy[pair_out]^T, B = x[pair_in]              (fp32 atomics across splits;
+ *                                                              unsplit: stored directly)
  * f16/bf16: mma.sync m16n8k16 fed by ldmatrix from a TC_STAGES-deep cp.async ring.
  * f32 (exact) and tf32: an FFMA tile kernel with the same index logic (tf32 computed in
  * full f32 precision; hopper/masked.cu has the tf32 tensor-core forward and dgrad). */
@@ -171,11 +172,14 @@ __device__ static __forceinline__ void tc_compute_stage(const imp_args &p, const
   }
 }
 
-/* Writes one accumulator: rows own their output (fwd/dgrad), wgrad adds across splits. */
+/* Writes one accumulator: rows own their output (fwd/dgrad), wgrad adds across splits
+ * (into fp32) or, unsplit, owns its element of dW. */
 __device__ static __forceinline__ void emit(const imp_args &p, const tile_pos &t, const int32_t *rowid, int m, int64_t n, float v) {
   if (p.mode == MODE_WGRAD) {
-    const int64_t co = t.m0 + m;
-    if (co < p.co && n < p.ci) atomicAdd((float *)p.out + (co * p.K + t.r) * p.ci + n, v);
+    const int64_t co = t.m0 + m, i = (co * p.K + t.r) * p.ci + n;
+    if (co >= p.co || n >= p.ci) return;
+    if (p.nsplit == 1) vc_store(p.out, p.dt, i, v);
+    else atomicAdd((float *)p.out + i, v);
     return;
   }
   const int32_t row = rowid[m];
@@ -356,12 +360,29 @@ typedef struct imp_ws {
   void *sums;  /* bias-gradient partials (vc_cuda_wgrad_finish's tmp) */
 } imp_ws;
 
+/* The wgrad's splits of each offset's pairs (at least WGRAD_SPLIT_MIN pairs a split, at
+ * most 65535 CTAs along z). One split adds each element once: VC_ALGO_MASKED's runs here (its
+ * Hopper kernels' fallback: unaligned operands or workspace) take one wherever a context
+ * promises repeatable results, or the (offset, tile) CTAs alone fill the multiprocessors
+ * twice; then the CTAs store dW themselves and the call needs no fp32 copy of dW, which at
+ * 1024 channels is 108 MiB, against 31 MiB for suite S RES 64's output (bench/NOTES.md,
+ * session 26). */
+static int imp_wgrad_splits(const vc_plan *p, const vc_conv_args *a) {
+  const int64_t tiles = vc_blocks(a->out_channels, TC_BM) * vc_blocks(a->in_channels, TC_BN);
+  if (a->algo == VC_ALGO_MASKED && (p->ctx->deterministic || p->kvol * tiles >= 2 * (int64_t)vc_cuda(p->ctx)->n_sm))
+    return 1;
+  int64_t nsplit = (p->max_pairs + WGRAD_SPLIT_MIN - 1) / WGRAD_SPLIT_MIN;
+  if (nsplit * p->kvol > 65535) nsplit = 65535 / p->kvol;
+  return nsplit < 1 ? 1 : (int)nsplit;
+}
+
 static size_t imp_layout(const vc_plan *p, const vc_conv_args *a, vc_pass pass, char *base, imp_ws *o) {
   if (pass != VC_PASS_BACKWARD_WEIGHT) {
     if (o) o->acc = NULL, o->sums = NULL;
     return 0;
   }
-  const int64_t acc = a->dtype == VC_DTYPE_F32 ? 0 : vc_round_up(a->out_channels * p->kvol * a->in_channels * 4, 256);
+  const bool acc_needed = a->dtype != VC_DTYPE_F32 && imp_wgrad_splits(p, a) > 1;
+  const int64_t acc = acc_needed ? vc_round_up(a->out_channels * p->kvol * a->in_channels * 4, 256) : 0;
   if (o) {
     o->acc = acc ? (float *)base : NULL;
     o->sums = base + acc;
@@ -418,7 +439,7 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
     q.pin = p->pair_in, q.pout = p->pair_out, q.offsets = cp->offsets_dev;
   } else {
     q.a_src = in1, q.b_src = in0, q.pin = p->pair_in, q.pout = p->pair_out, q.offsets = cp->offsets_dev;
-    q.out = a->dtype == VC_DTYPE_F32 ? out0 : w.acc;
+    q.out = w.acc ? w.acc : out0;
   }
   /* the fast path: 16-byte copies and stores need 8-element channel counts and 16-byte
    * aligned operands and output; chunk indices of the gathered operand and the weight
@@ -443,20 +464,16 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
     q.pair_start = cp->pair_start;                                   /* chunks by row range */
     return vc_cuda_masked_wgrad_run(ctx, p, a, q, variant, out0, out1, ws, s);
   } else if (q.mode == MODE_WGRAD) {
-    VC_CUDA_TRY(ctx, cudaMemsetAsync(q.out, 0, (size_t)(q.co * q.K * q.ci) * sizeof(float), s));
+    /* zeros: split CTAs add onto them, and an offset without pairs has no CTA to store */
+    VC_CUDA_TRY(ctx, cudaMemsetAsync(q.out, 0, (size_t)(q.co * q.K * q.ci) * (w.acc ? sizeof(float) : vc_dtype_size(a->dtype)), s));
     if (p->n_pairs > 0) {
-      int nsplit = (int)((p->max_pairs + WGRAD_SPLIT_MIN - 1) / WGRAD_SPLIT_MIN);
-      if (nsplit < 1) nsplit = 1;
-      if ((int64_t)nsplit * q.K > 65535) nsplit = 65535 / q.K;
-      /* masked promises repeatable results: one split adds each element once, onto zero */
-      if (a->algo == VC_ALGO_MASKED && ctx->deterministic) nsplit = 1;
-      q.nsplit = nsplit;
-      q.split_len = vc_round_up((p->max_pairs + nsplit - 1) / nsplit, bk);
-      dim3 grid(vc_blocks(q.ci, bn), vc_blocks(q.co, bm), (unsigned)(q.K * nsplit));
+      q.nsplit = imp_wgrad_splits(p, a);
+      q.split_len = vc_round_up((p->max_pairs + q.nsplit - 1) / q.nsplit, bk);
+      dim3 grid(vc_blocks(q.ci, bn), vc_blocks(q.co, bm), (unsigned)(q.K * q.nsplit));
       if (tc) tc_kernels[fast][q.mode][q.dt == VC_DTYPE_BF16]<<<grid, TC_THREADS, TC_SMEM_BYTES, s>>>(q);
       else k_implicit_ffma<<<grid, FF_THREADS, 0, s>>>(q);
     }
-    vc_cuda_wgrad_finish(out0, a->dtype, w.acc, a->dtype != VC_DTYPE_F32 ? 1 : 0, q.co * q.K * q.ci, out1, in1, p->n_out,
+    vc_cuda_wgrad_finish(out0, a->dtype, w.acc, w.acc ? 1 : 0, q.co * q.K * q.ci, out1, in1, p->n_out,
                          q.co, w.sums, s);
   } else if (q.rows > 0 && use_masked) {
     return vc_cuda_masked_run(ctx, p, q, variant, ws, s); /* it picks the form, and the row order */

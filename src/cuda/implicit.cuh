@@ -35,7 +35,7 @@ typedef struct imp_args {
   const int64_t *offsets; /* device copy, wgrad */
   const int64_t *pair_start; /* wgrad's chunks by row range (chunk_of), or NULL */
   int64_t split_len;
-  int nsplit;
+  int nsplit; /* wgrad: splits of each offset's pairs; one: each CTA stores its dW tile itself */
   int64_t ptiles; /* the masked pairs form (hopper/masked.cu): its tiles of pairs of one offset */
 } imp_args;
 

@@ -6,6 +6,8 @@
  *                  another stream, checked and bitwise repeatable
  *   masked_pairs   the masked pairs form (VOXCONV_MASKED_FORM=pairs), all passes; where it does not
  *                  apply, and in a deterministic context, the tiles form
+ *   masked_wgrad_fallback  the masked weight gradient on the implicit kernel (unaligned or odd
+ *                  operands): wide layers unsplit, with no fp32 copy of dW
  *   determinism    repeated runs agree; with VOXCONV_DETERMINISTIC=1 bitwise
  *   tune           vc_conv_tune's pick is what VC_ALGO_AUTO runs, and it lands in the cache file;
  *                  masked tile variants from the file apply, unknown ones are skipped;
@@ -1067,6 +1069,60 @@ static void test_masked_pairs(void) {
   vc_context_destroy(ctx);
 }
 
+/* VC_ALGO_MASKED's weight gradient where its Hopper kernel does not apply (an x pointer one
+ * element off 16-byte alignment; channel counts off multiples of 8), on layers wide enough
+ * that the (offset, tile) CTAs fill the multiprocessors twice (520 x 264 and 517 x 263: 15
+ * tiles of 128 x 128, 405 CTAs with K 27, against 2 x 132 on an H100): the implicit kernel
+ * runs unsplit and stores dW itself, so the workspace holds no fp32 copy of dW. f16, bf16
+ * and f32 (tf32 math) against the reference, bitwise repeatable, and the workspace below
+ * the fp32 dW's bytes. Where the CTAs do not fill the device twice (264 x 200: 162 CTAs)
+ * (x off alignment again) the split kernel and its fp32 copy stay: checked too. --small:
+ * fewer sites. */
+static void test_masked_wgrad_fallback(void) {
+  if (!g_has_masked) {
+    printf("  no sm_90 device (or VOXCONV_WGMMA=0): nothing to test\n");
+    return;
+  }
+  int n_sm = 0;
+  CU(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, 0));
+  static const int64_t ch[3][3] = {{520, 264, 1}, {517, 263, 0}, {264, 200, 1}}; /* ci, co, x off alignment */
+  static const vc_dtype dtypes[3] = {VC_DTYPE_F16, VC_DTYPE_BF16, VC_DTYPE_F32};
+  const int64_t n = g_small ? 300 : 900;
+  for (int c = 0; c < 3; c++)
+    for (int t = 0; t < 3; t++) {
+      plan_pair pp;
+      conv_data cd;
+      if (!subm_setup(&pp, &cd, g_gpu, n, ch[c][0], ch[c][1], dtypes[t], 1u << VC_PASS_BACKWARD_WEIGHT)) {
+        pair_free(&pp);
+        continue;
+      }
+      char what[300];
+      const vc_conv_args a = masked_args(&pp, &cd, what, sizeof what, ch[c][2] ? " backward_weight, x off alignment"
+                                                                               : " backward_weight");
+      void *x = cd.dev[T_X], *shifted = NULL;
+      if (ch[c][2]) { /* x one element on: the kernels' 16-byte copies cannot take it */
+        const size_t es = vc_dtype_size(a.dtype), bytes = (size_t)cd.n[T_X] * es;
+        shifted = dev_alloc(bytes + es);
+        if (shifted && CU(cudaMemcpy((char *)shifted + es, x, bytes, cudaMemcpyDeviceToDevice)))
+          cd.dev[T_X] = (char *)shifted + es;
+      }
+      size_t ws = 0;
+      CHECK_OK(g_gpu, vc_conv_workspace_size(pp.gpu, &a, VC_PASS_BACKWARD_WEIGHT, &ws));
+      const size_t dw32 = (size_t)(a.out_channels * 27 * a.in_channels) * 4;
+      const int64_t tiles = (a.out_channels + 127) / 128 * ((a.in_channels + 127) / 128);
+      const bool unsplit = 27 * tiles >= 2 * (int64_t)n_sm;
+      /* f32's dW is the accumulator itself: no copy either way */
+      const bool copy = !unsplit && a.dtype != VC_DTYPE_F32;
+      CHECK(copy ? ws >= dw32 : ws < dw32, "%s: workspace %zu bytes, the fp32 dW %zu: expected %s", what, ws, dw32,
+            copy ? "the copy" : "none");
+      run_twice(g_gpu, pp.gpu, &cd, &a, VC_PASS_BACKWARD_WEIGHT, unsplit ? 0.0 : vc_tolerance(a.dtype, a.math), what);
+      cd.dev[T_X] = x;
+      dev_free(shifted);
+      data_free(&cd);
+      pair_free(&pp);
+    }
+}
+
 /* With VOXCONV_DETERMINISTIC=1 (set before the context exists and during the calls, whichever
  * the library reads), VC_ALGO_AUTO's backward-weight is bitwise repeatable, in math m. */
 static void deterministic_wgrad(const plan_pair *pp, conv_data *cd, vc_math m, vc_context **det, vc_plan **det_plan) {
@@ -1656,6 +1712,7 @@ static const vc_test_case cases[] = {
     {"masked_tiles", test_masked_tiles},
     {"masked_groups", test_masked_groups},
     {"masked_pairs", test_masked_pairs},
+    {"masked_wgrad_fallback", test_masked_wgrad_fallback},
     {"determinism", test_determinism},
     {"tune", test_tune},
     {"graph_capture", test_graph_capture},
