@@ -98,6 +98,9 @@ static void cuda_context_release(vc_context *ctx) {
   vc_cuda_state *st = vc_cuda(ctx);
   if (!st) return;
   if (st->blas) cublasDestroy(st->blas);
+  if (st->join) cudaEventDestroy(st->join);
+  if (st->fork) cudaEventDestroy(st->fork);
+  if (st->aux) cudaStreamDestroy(st->aux);
   if (st->pool) cudaMemPoolDestroy(st->pool);
   free(st);
   ctx->backend_state = NULL;

@@ -15,6 +15,8 @@ typedef struct vc_cuda_state {
   cudaMemPool_t pool; /* plan memory: freed blocks stay cached for the next plan (a plan
                          build would otherwise map fresh pages for every buffer) */
   int order_window;   /* VC_ORDER_WINDOW, or VC_ORDER_WINDOW_SMALL where its sort does not fit */
+  cudaStream_t aux;   /* a plan build's side stream (kmap.cu's encodings), and its fork and join */
+  cudaEvent_t fork, join;
   int masked;         /* sm_90 device: VC_ALGO_MASKED's wgmma kernels exist (VOXCONV_WGMMA=0
                          at context creation removes the algorithm, for comparisons) */
   int n_sm;           /* multiprocessors: tile choices fill the device */

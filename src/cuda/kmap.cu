@@ -395,6 +395,27 @@ typedef struct order_bits {
   uint8_t pos[32];
 } order_bits;
 
+/* The sort key's bit for each offset of mask word 0 (offsets 0 .. min(K, 32) - 1; the key
+ * holds no other word): the more evenly an offset splits the rows (its pair count nearest
+ * n_out / 2), the higher its bit, ties to the lower offset; pos[r] = r for the unused bits
+ * r >= K. The radix sort then parts the rows first on the offsets they differ on most, and
+ * a run of rows shares the rarely-split ones: on the suite S shells the 64-row unions (the
+ * masked kernels' issued MMAs) shrink by 3-5 % at RES 32-128 against the offsets in index
+ * order (bench/NOTES.md, session 15). Lane r of one warp computes pos[r] from the pair
+ * offsets on the device, so the sort needs nothing from the host (it runs while the host
+ * waits for the pair counts: see encodings). */
+__device__ static void order_bits_warp(const int64_t *off, int64_t n_out, int K, uint8_t pos[32]) {
+  const int r = threadIdx.x & 31, kw = K < 32 ? K : 32;
+  const int64_t c = r < kw ? off[r + 1] - off[r] : 0;
+  const long long d = 2 * c > n_out ? 2 * c - n_out : n_out - 2 * c;
+  int above = 0; /* offsets of word 0 placed above r */
+  for (int q = 0; q < kw; q++) {
+    const long long dq = __shfl_sync(~0u, d, q);
+    above += q != r && (dq < d || (dq == d && q < r));
+  }
+  pos[r] = (uint8_t)(r < kw ? kw - 1 - above : r);
+}
+
 /* Gray-code rank: the integer whose reflected Gray code is m, so rows whose masks differ in
  * one offset sit next to each other. */
 __device__ static inline uint32_t gray_rank(uint32_t m) {
@@ -433,13 +454,17 @@ __device__ static __forceinline__ uint32_t order_key_mask(uint32_t m, const orde
 }
 
 __device__ static __forceinline__ void order_window(const uint32_t *mask, int64_t n_out, int W, int bits,
-                                                    order_bits ob, int32_t *order, const int window) {
+                                                    const int64_t *off, int K, int32_t *order, const int window) {
   const int threads = window / ORDER_ITEMS;
   extern __shared__ uint64_t key[];
   uint32_t *cnt = (uint32_t *)(key + ORDER_PAD(window));
   __shared__ uint32_t wsum[ORDER_MAX_WARPS][ORDER_BINS], dbase[ORDER_BINS];
+  __shared__ order_bits sob;
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
   const int64_t base = (int64_t)blockIdx.x * window;
+  if (warp == 0) order_bits_warp(off, n_out, K, sob.pos);
+  __syncthreads();
+  const order_bits ob = sob;
   /* rows past n_out get all-ones keys: the largest, and already last */
   for (int i = t; i < window; i += threads)
     key[ORDER_PAD(i)] =
@@ -495,8 +520,8 @@ __device__ static __forceinline__ void order_window(const uint32_t *mask, int64_
 
 #define ORDER_KERNEL(name, window)                                                                                 \
   __global__ static void __launch_bounds__((window) / ORDER_ITEMS)                                                 \
-      name(const uint32_t *mask, int64_t n_out, int W, int bits, order_bits ob, int32_t *order) {                  \
-    order_window(mask, n_out, W, bits, ob, order, window);                                                         \
+      name(const uint32_t *mask, int64_t n_out, int W, int bits, const int64_t *off, int K, int32_t *order) {      \
+    order_window(mask, n_out, W, bits, off, K, order, window);                                                     \
   }
 ORDER_KERNEL(k_order, VC_ORDER_WINDOW)
 ORDER_KERNEL(k_order_small, VC_ORDER_WINDOW_SMALL)
@@ -715,6 +740,7 @@ typedef struct scratch {
   void *p[SCRATCH_MAX];
   int n;
   cudaStream_t s;
+  bool forked, joined; /* encodings' side stream: work queued there, and its end recorded */
 } scratch;
 
 static vc_status scratch_alloc(vc_context *ctx, scratch *t, void **ptr, size_t bytes, const char *what) {
@@ -861,31 +887,38 @@ __global__ static void k_pair_offsets(const int64_t *start, const int32_t *cnt, 
     off[r] = r < K ? start[(int64_t)r * nblk] : start[nblk * K - 1] + cnt[nblk * K - 1];
 }
 
-/* Column counts -> p->offsets (host and cp->offsets_dev), cp->pair_start (the counts'
- * exclusive scan in (offset, row block) order), p->pair_in, p->pair_out; also
- * checks the input flags (flags[0..1] of hash_inputs, or ~0 for inverse plans) at this, the
- * build's synchronisation. cnt holds the counts of every (offset, row block) from the row
- * kernels. */
-static vc_status compact_pairs(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int32_t *coords,
-                               const int32_t *cnt, scratch *t, const unsigned long long *flags) {
+/* Column counts -> cp->offsets_dev and cp->pair_start (the counts' exclusive scan in
+ * (offset, row block) order), on the device: nothing waits here. cnt holds the counts of
+ * every (offset, row block) from the row kernels. */
+static vc_status pair_counts(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int32_t *cnt, scratch *t) {
   const cudaStream_t s = t->s;
   const int K = p->kvol;
   const int64_t nblk = (p->n_out + PAIR_ROWS - 1) / PAIR_ROWS, ncnt = nblk * K;
-  int64_t *start = NULL;
-  p->offsets = (int64_t *)calloc((size_t)K + 1, sizeof(int64_t));
-  if (!p->offsets) return vc_fail(ctx, VC_ERR_OUT_OF_MEMORY, "vc_plan_create: out of host memory");
   TRY(plan_alloc(ctx, p, (void **)&cp->offsets_dev, (size_t)(K + 1) * sizeof(int64_t), s, "pair offsets"));
   if (nblk > 0) {
     void *tmp;
     TRY(plan_alloc(ctx, p, (void **)&cp->pair_start, (size_t)ncnt * sizeof(int64_t), s, "pair block starts"));
-    start = cp->pair_start;
     TRY(scratch_alloc(ctx, t, &tmp, vc_cuda_scan_tmp_bytes(ncnt), "pair counts"));
-    vc_cuda_scan_exclusive(cnt, start, ncnt, tmp, s);
-    k_pair_offsets<<<1, 128, 0, s>>>(start, cnt, nblk, K, cp->offsets_dev);
+    vc_cuda_scan_exclusive(cnt, cp->pair_start, ncnt, tmp, s);
+    k_pair_offsets<<<1, 128, 0, s>>>(cp->pair_start, cnt, nblk, K, cp->offsets_dev);
     VC_CUDA_TRY(ctx, cudaGetLastError());
   } else {
     VC_CUDA_TRY(ctx, cudaMemsetAsync(cp->offsets_dev, 0, (size_t)(K + 1) * sizeof(int64_t), s));
   }
+  return VC_OK;
+}
+
+/* p->offsets (host), p->pair_in, p->pair_out after pair_counts; also checks the input flags
+ * (flags[0..1] of hash_inputs, or ~0 for inverse plans) at this, the build's
+ * synchronisation, which waits for the build's stream only (not the encodings' side
+ * stream). */
+static vc_status pair_lists(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int32_t *coords, scratch *t,
+                            const unsigned long long *flags) {
+  const cudaStream_t s = t->s;
+  const int K = p->kvol;
+  const int64_t nblk = (p->n_out + PAIR_ROWS - 1) / PAIR_ROWS;
+  p->offsets = (int64_t *)calloc((size_t)K + 1, sizeof(int64_t));
+  if (!p->offsets) return vc_fail(ctx, VC_ERR_OUT_OF_MEMORY, "vc_plan_create: out of host memory");
   unsigned long long h[2];
   VC_CUDA_TRY(ctx, cudaMemcpyAsync(p->offsets, cp->offsets_dev, (size_t)(K + 1) * sizeof(int64_t),
                                    cudaMemcpyDeviceToHost, s));
@@ -898,32 +931,10 @@ static vc_status compact_pairs(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, co
     if (p->offsets[r + 1] - p->offsets[r] > p->max_pairs) p->max_pairs = p->offsets[r + 1] - p->offsets[r];
   TRY(plan_alloc(ctx, p, (void **)&p->pair_in, (size_t)p->n_pairs * sizeof(int32_t), s, "the kernel map"));
   TRY(plan_alloc(ctx, p, (void **)&p->pair_out, (size_t)p->n_pairs * sizeof(int32_t), s, "the kernel map"));
-  if (nblk > 0) k_write_pairs<<<(unsigned)nblk, PAIR_ROWS, 0, s>>>(cp->nb, p->n_out, K, start, p->pair_in, p->pair_out);
+  if (nblk > 0)
+    k_write_pairs<<<(unsigned)nblk, PAIR_ROWS, 0, s>>>(cp->nb, p->n_out, K, cp->pair_start, p->pair_in, p->pair_out);
   VC_CUDA_TRY(ctx, cudaGetLastError());
   return VC_OK;
-}
-
-/* The sort key's bit for each offset of mask word 0 (offsets 0 .. min(K, 32) - 1; the key
- * holds no other word): the more evenly an offset splits the rows (its pair count nearest
- * n_out / 2), the higher its bit, ties to the lower offset; pos[r] = r for the unused bits
- * r >= K. The radix sort then parts the rows first on the
- * offsets they differ on most, and a run of rows shares the rarely-split ones: on the
- * suite S shells the 64-row unions (the masked kernels' issued MMAs) shrink by 3-5 % at
- * RES 32-128 against the offsets in index order (bench/NOTES.md, session 15). */
-static order_bits order_bits_of(const vc_plan *p) {
-  order_bits ob;
-  const int kw = p->kvol < 32 ? p->kvol : 32;
-  int64_t d[32];
-  for (int r = 0; r < 32; r++) {
-    const int64_t c = r < kw ? p->offsets[r + 1] - p->offsets[r] : 0;
-    d[r] = 2 * c > p->n_out ? 2 * c - p->n_out : p->n_out - 2 * c;
-  }
-  for (int r = 0; r < 32; r++) {
-    int above = 0; /* offsets of word 0 placed above r */
-    for (int q = 0; q < kw; q++) above += q != r && (d[q] < d[r] || (d[q] == d[r] && q < r));
-    ob.pos[r] = (uint8_t)(r < kw ? kw - 1 - above : r);
-  }
-  return ob;
 }
 
 /* The row masks (n_out words, W = 1) where the plan keeps them for vc_cuda_plan_groups:
@@ -952,30 +963,45 @@ static vc_status group_buffer(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, int
 }
 
 /* Gray order, block masks and tile order from the row masks (W words a row), and
- * (non-submanifold) the reverse table. */
-static vc_status encodings(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const uint32_t *rmask, int W, cudaStream_t s) {
+ * (non-submanifold) the reverse table, after pair_counts. The buffers are allocated on the
+ * build's stream; the kernels run on the context's side stream (vc_cuda_state.aux), from
+ * an event on the build's stream, so the sort (its longest part: one block a window of
+ * rows, 73 us at suite S RES 128 and 1 M rows) runs while the host reads the pair counts
+ * back and writes the pair lists; t->joined: the event the build's stream waits on before
+ * the scratch (rmask) goes (vc_cuda_plan_build). */
+static vc_status encodings(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const uint32_t *rmask, int W, scratch *t) {
   const int K = p->kvol;
+  const cudaStream_t s = t->s;
+  const vc_cuda_state *cs = vc_cuda(ctx);
   const int64_t n = p->n_out, nblk = (n + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK;
   TRY(plan_alloc(ctx, p, (void **)&cp->order, (size_t)n * sizeof(int32_t), s, "the row order"));
   TRY(plan_alloc(ctx, p, (void **)&cp->blk_mask, (size_t)nblk * W * sizeof(uint32_t), s, "block masks"));
   const int64_t tiles = (n + VC_TILE_ROWS - 1) / VC_TILE_ROWS;
-  if (vc_cuda_tile_order_used(tiles, vc_cuda(ctx)->n_sm)) /* else no call has so few units */
+  if (vc_cuda_tile_order_used(tiles, cs->n_sm)) /* else no call has so few units */
     TRY(plan_alloc(ctx, p, (void **)&cp->tile_order, (size_t)tiles * sizeof(int32_t), s, "the tile order"));
+  const bool reverse = p->desc.kind != VC_CONV_SUBMANIFOLD;
+  if (reverse)
+    TRY(plan_alloc(ctx, p, (void **)&cp->nbt, (size_t)p->n_in * K * sizeof(int32_t), s, "the reverse kernel map"));
+  const cudaStream_t a = cs->aux;
+  VC_CUDA_TRY(ctx, cudaEventRecord(cs->fork, s));
+  t->forked = true;
+  VC_CUDA_TRY(ctx, cudaStreamWaitEvent(a, cs->fork, 0));
   if (n > 0) {
     const int bits = (min(K, 32) + 3) / 4 * 4; /* the Gray rank of mask word 0 */
-    const int window = vc_cuda(ctx)->order_window;
+    const int window = cs->order_window;
     (window == VC_ORDER_WINDOW ? k_order : k_order_small)<<<(unsigned)((n + window - 1) / window),
-                                                           window / ORDER_ITEMS, ORDER_SMEM(window), s>>>(
-        rmask, n, W, bits, order_bits_of(p), cp->order);
-    k_block_masks<<<vc_grid(nblk * W * 32), 256, 0, s>>>(rmask, cp->order, n, W, cp->blk_mask);
-    if (cp->tile_order) k_tile_order<<<1, TORD_THREADS, 0, s>>>(cp->blk_mask, n, W, cp->tile_order);
+                                                           window / ORDER_ITEMS, ORDER_SMEM(window), a>>>(
+        rmask, n, W, bits, cp->offsets_dev, K, cp->order);
+    k_block_masks<<<vc_grid(nblk * W * 32), 256, 0, a>>>(rmask, cp->order, n, W, cp->blk_mask);
+    if (cp->tile_order) k_tile_order<<<1, TORD_THREADS, 0, a>>>(cp->blk_mask, n, W, cp->tile_order);
   }
-  if (p->desc.kind != VC_CONV_SUBMANIFOLD) {
-    TRY(plan_alloc(ctx, p, (void **)&cp->nbt, (size_t)p->n_in * K * sizeof(int32_t), s, "the reverse kernel map"));
-    VC_CUDA_TRY(ctx, cudaMemsetAsync(cp->nbt, 0xff, (size_t)p->n_in * K * sizeof(int32_t), s));
-    if (n > 0) k_reverse<<<vc_grid(n * K), 256, 0, s>>>(cp->nb, n, K, cp->nbt);
+  if (reverse) {
+    VC_CUDA_TRY(ctx, cudaMemsetAsync(cp->nbt, 0xff, (size_t)p->n_in * K * sizeof(int32_t), a));
+    if (n > 0) k_reverse<<<vc_grid(n * K), 256, 0, a>>>(cp->nb, n, K, cp->nbt);
   }
   VC_CUDA_TRY(ctx, cudaGetLastError());
+  VC_CUDA_TRY(ctx, cudaEventRecord(cs->join, a));
+  t->joined = true;
   return VC_OK;
 }
 
@@ -1094,14 +1120,19 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
     }
     VC_CUDA_TRY(ctx, cudaGetLastError());
   }
-  TRY(compact_pairs(ctx, p, cp, coords, cnt, t, flags));
-  TRY(encodings(ctx, p, cp, rmask, W, s));
+  TRY(pair_counts(ctx, p, cp, cnt, t));
+  TRY(encodings(ctx, p, cp, rmask, W, t));
+  TRY(pair_lists(ctx, p, cp, coords, t, flags));
   return VC_OK;
 }
 
 /* Picks the larger Gray-order window when one block's shared memory holds its sort (sm_90:
  * 227 KB a block), else the smaller one (sm_80: 163 KB, sm_86 and sm_89: 99 KB). */
 extern "C" vc_status vc_cuda_kmap_init(vc_context *ctx, size_t optin) {
+  vc_cuda_state *cs = vc_cuda(ctx);
+  VC_CUDA_TRY(ctx, cudaStreamCreateWithFlags(&cs->aux, cudaStreamNonBlocking));
+  VC_CUDA_TRY(ctx, cudaEventCreateWithFlags(&cs->fork, cudaEventDisableTiming));
+  VC_CUDA_TRY(ctx, cudaEventCreateWithFlags(&cs->join, cudaEventDisableTiming));
   cudaFuncAttributes fa;
   VC_CUDA_TRY(ctx, cudaFuncGetAttributes(&fa, k_order));
   const bool large = fa.sharedSizeBytes + ORDER_SMEM(VC_ORDER_WINDOW) <= optin;
@@ -1118,8 +1149,15 @@ extern "C" vc_status vc_cuda_plan_build(vc_context *ctx, vc_plan *p, const int32
   vc_cuda_plan *cp = (vc_cuda_plan *)calloc(1, sizeof *cp);
   if (!cp) return vc_fail(ctx, VC_ERR_OUT_OF_MEMORY, "vc_plan_create: out of host memory");
   p->backend_data = cp;
-  scratch t = {{0}, 0, (cudaStream_t)stream};
+  scratch t = {{0}, 0, (cudaStream_t)stream, false, false};
   vc_status st = build(ctx, p, cp, coords, paired, &t);
+  if (t.forked) { /* the side stream reads the scratch: the frees below wait for it */
+    if (st == VC_OK && t.joined) {
+      if (cudaStreamWaitEvent(t.s, vc_cuda(ctx)->join, 0) != cudaSuccess)
+        st = vc_fail(ctx, VC_ERR_DEVICE, "vc_plan_create: %s", cudaGetErrorString(cudaGetLastError()));
+    }
+    if (st != VC_OK) cudaStreamSynchronize(vc_cuda(ctx)->aux);
+  }
   scratch_free(&t);
   if (st == VC_OK) {
     cudaError_t e = cudaStreamSynchronize(t.s); /* the plan is complete when create returns */
