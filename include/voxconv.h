@@ -326,7 +326,7 @@ VC_API vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, cons
  * repeatable in any context. Forward and backward-data results are repeatable bit for bit
  * (split partials are added in a fixed order), except in the pairs form; backward-weight's
  * only in a VOXCONV_DETERMINISTIC context (there its implicit fallback also runs with one
- * split). Read by vc_context_create: VOXCONV_WGMMA=0 removes
+ * split; it does so too, and is repeatable, where the layer's tiles fill the GPU alone). Read by vc_context_create: VOXCONV_WGMMA=0 removes
  * VC_ALGO_MASKED (for comparisons); VOXCONV_MASKED_BN=64|96|128|256 fixes its tile width
  * (else chosen per call from the channels and the grid; backward-weight has no 96 and runs
  * 128 for it, and in tf32 runs 128 for 256 too), VOXCONV_MASKED_SPLIT=1..16 its reduction

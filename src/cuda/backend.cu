@@ -174,8 +174,8 @@ static vc_algo cuda_heuristic(const vc_plan *p, const vc_conv_args *a, vc_pass p
 
 /* The implicit wgrad adds split partials with atomics. Masked's wgrad adds them in L2 too
  * (TMA reduce-adds), except in a deterministic context, where it adds ordered slices (and
- * where it falls back to the implicit kernel, runs that with one split, so each element
- * gets one addition onto zero): so masked counts as deterministic, because it is wherever
+ * where it falls back to the implicit kernel, runs that with one split, so each CTA stores
+ * its elements of dW itself): so masked counts as deterministic, because it is wherever
  * that is asked for. Everything else has a fixed order. */
 static bool cuda_deterministic(vc_algo algo, vc_pass pass) {
   return !(algo == VC_ALGO_IMPLICIT && pass == VC_PASS_BACKWARD_WEIGHT);

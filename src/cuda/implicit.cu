@@ -356,17 +356,18 @@ __global__ void __launch_bounds__(FF_THREADS) k_implicit_ffma(const imp_args p) 
 /* ---- host side ----------------------------------------------------------------------------- */
 
 typedef struct imp_ws {
-  float *acc;  /* wgrad f32 accumulator (non-f32 storage) */
+  float *acc;  /* wgrad f32 accumulator (16-bit storage, split runs only), else NULL */
   void *sums;  /* bias-gradient partials (vc_cuda_wgrad_finish's tmp) */
 } imp_ws;
 
 /* The wgrad's splits of each offset's pairs (at least WGRAD_SPLIT_MIN pairs a split, at
- * most 65535 CTAs along z). One split adds each element once: VC_ALGO_MASKED's runs here (its
- * Hopper kernels' fallback: unaligned operands or workspace) take one wherever a context
- * promises repeatable results, or the (offset, tile) CTAs alone fill the multiprocessors
- * twice; then the CTAs store dW themselves and the call needs no fp32 copy of dW, which at
- * 1024 channels is 108 MiB, against 31 MiB for suite S RES 64's output (bench/NOTES.md,
- * session 26). */
+ * most 65535 CTAs along z). With one split each CTA stores its elements of dW itself (no
+ * atomics, no fp32 copy of dW). VC_ALGO_MASKED's runs here (its Hopper kernels' fallback:
+ * unaligned operands or workspace, channel counts off multiples of 8, exact f32) take one
+ * wherever a context promises repeatable results, or the (offset, 128 x 128 tile) CTAs
+ * alone fill the multiprocessors twice (counted in the tensor-core kernel's tiles; f32's
+ * FFMA tiles are smaller, and f32 needs no copy either way): the copy is 108 MiB at 1024
+ * channels, against 31 MiB for suite S RES 64's output (bench/NOTES.md, session 26). */
 static int imp_wgrad_splits(const vc_plan *p, const vc_conv_args *a) {
   const int64_t tiles = vc_blocks(a->out_channels, TC_BM) * vc_blocks(a->in_channels, TC_BN);
   if (a->algo == VC_ALGO_MASKED && (p->ctx->deterministic || p->kvol * tiles >= 2 * (int64_t)vc_cuda(p->ctx)->n_sm))

@@ -9,7 +9,9 @@
  *      lookup), with the row masks and per-block pair counts;
  *   4. pairs grouped by offset, ascending by output row, through one prefix sum;
  *   5. encodings for the fused kernels: Gray order within windows, per-block active
- *      offsets, the tiles by their active offsets, the reverse table for dgrad. */
+ *      offsets, the tiles by their active offsets, the reverse table for dgrad; they run
+ *      on a side stream once the prefix sum has the pair counts, beside the read-back of
+ *      the counts and the pair lists' writing (4). */
 #include "cuda_internal.h"
 
 #include <stdlib.h>
@@ -1156,7 +1158,10 @@ extern "C" vc_status vc_cuda_plan_build(vc_context *ctx, vc_plan *p, const int32
       if (cudaStreamWaitEvent(t.s, vc_cuda(ctx)->join, 0) != cudaSuccess)
         st = vc_fail(ctx, VC_ERR_DEVICE, "vc_plan_create: %s", cudaGetErrorString(cudaGetLastError()));
     }
-    if (st != VC_OK) cudaStreamSynchronize(vc_cuda(ctx)->aux);
+    if (st != VC_OK) {
+      cudaStreamSynchronize(vc_cuda(ctx)->aux);
+      (void)cudaGetLastError(); /* the build's error is the one to report */
+    }
   }
   scratch_free(&t);
   if (st == VC_OK) {

@@ -1075,9 +1075,10 @@ static void test_masked_pairs(void) {
  * tiles of 128 x 128, 405 CTAs with K 27, against 2 x 132 on an H100): the implicit kernel
  * runs unsplit and stores dW itself, so the workspace holds no fp32 copy of dW. f16, bf16
  * and f32 (tf32 math) against the reference, bitwise repeatable, and the 16-bit workspace
- * below the fp32 dW's bytes. Where the CTAs do not fill the device twice (264 x 200: 162 CTAs)
- * (x off alignment again, 4000 sites: offsets of more than 2048 pairs) the split kernel and
- * its fp32 copy stay: checked too. --small: fewer sites, not the split case. */
+ * below the fp32 dW's bytes. Where the CTAs do not fill the device twice (264 x 200: 162
+ * CTAs; x off alignment again) the split kernel and its fp32 copy stay: checked too. Every
+ * case has offsets of more than 2048 pairs (4000 sites; checked), below which any call runs
+ * unsplit. --small: 2100 sites, not the split case. */
 static void test_masked_wgrad_fallback(void) {
   if (!g_has_masked) {
     printf("  no sm_90 device (or VOXCONV_WGMMA=0): nothing to test\n");
@@ -1091,8 +1092,9 @@ static void test_masked_wgrad_fallback(void) {
     for (int t = 0; t < 3; t++) {
       plan_pair pp;
       conv_data cd;
-      /* the split case needs offsets of more than 2048 pairs (implicit.cu's WGRAD_SPLIT_MIN) */
-      const int64_t n = c == 2 ? 4000 : g_small ? 300 : 900;
+      /* offsets of more than 2048 pairs (implicit.cu's WGRAD_SPLIT_MIN): below that every
+       * call runs unsplit, whatever the rule for wide layers says */
+      const int64_t n = g_small ? 2100 : 4000;
       if (!subm_setup(&pp, &cd, g_gpu, n, ch[c][0], ch[c][1], dtypes[t], 1u << VC_PASS_BACKWARD_WEIGHT)) {
         pair_free(&pp);
         continue;
@@ -1100,11 +1102,16 @@ static void test_masked_wgrad_fallback(void) {
       char what[300];
       const vc_conv_args a = masked_args(&pp, &cd, what, sizeof what, ch[c][2] ? " backward_weight, x off alignment"
                                                                                : " backward_weight");
+      int64_t off[28];
+      CHECK_OK(g_gpu, vc_plan_kernel_map(pp.gpu, off, NULL, NULL, NULL));
+      int64_t most = 0;
+      for (int r = 0; r < 27; r++) most = off[r + 1] - off[r] > most ? off[r + 1] - off[r] : most;
+      CHECK(most > 2048, "%s: the largest offset has %lld pairs: the case needs more than 2048", what, (long long)most);
       void *x = cd.dev[T_X], *shifted = NULL;
       if (ch[c][2]) { /* x one element on: the kernels' 16-byte copies cannot take it */
         const size_t es = vc_dtype_size(a.dtype), bytes = (size_t)cd.n[T_X] * es;
         shifted = dev_alloc(bytes + es);
-        if (shifted && CU(cudaMemcpy((char *)shifted + es, x, bytes, cudaMemcpyDeviceToDevice)))
+        if (shifted && CU(cudaMemcpyAsync((char *)shifted + es, x, bytes, cudaMemcpyDeviceToDevice, g_stream)))
           cd.dev[T_X] = (char *)shifted + es;
       }
       size_t ws = 0;
