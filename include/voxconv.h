@@ -326,20 +326,20 @@ VC_API vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, cons
  * repeatable in any context. Forward and backward-data results are repeatable bit for bit
  * (split partials are added in a fixed order), except in the pairs form; backward-weight's
  * only in a VOXCONV_DETERMINISTIC context (there its implicit fallback also runs with one
- * split; it does so too, and is repeatable, where the layer's tiles fill the GPU alone). Read by vc_context_create: VOXCONV_WGMMA=0 removes
- * VC_ALGO_MASKED (for comparisons); VOXCONV_MASKED_BN=64|96|128|256 fixes its tile width
- * (else chosen per call from the channels and the grid; backward-weight has no 96 and runs
- * 128 for it, and in tf32 runs 128 for 256 too), VOXCONV_MASKED_SPLIT=1..16 its reduction
- * splits (forward/backward-data) and chunks per offset (backward-weight; else chosen per
- * call), VOXCONV_MASKED_PIPES=1|2 the pipelines a CTA runs for 64-column tiles of 128-byte
- * stages (forward/backward-data; else chosen per call), and VOXCONV_MASKED_WGRAD=pairs|rows
- * its backward-weight's form (each offset's pair list, or the Gray-ordered output rows;
- * else the tuner's pick, pairs without one), and VOXCONV_MASKED_FORM=rows|pairs its
- * forward and backward-data's form (the row tiles, or the pairs form where it applies,
- * whose tiles VOXCONV_MASKED_BN and _SPLIT do not change; else the tuner's pick, the row
- * tiles without one). Any of VOXCONV_MASKED_BN, _SPLIT and _FORM leaves the forward and
- * backward-data with no tile shapes to tune. Another value of any of them fails with
- * VC_ERR_INVALID_ARGUMENT. */
+ * split; it does so too, and is repeatable, where the layer's tiles fill the GPU alone).
+ * Read by vc_context_create: VOXCONV_WGMMA=0 removes VC_ALGO_MASKED (for comparisons);
+ * VOXCONV_MASKED_BN=64|96|128|256 fixes its tile width (else chosen per call from the
+ * channels and the grid; backward-weight has no 96 and runs 128 for it, and in tf32 runs 128
+ * for 256 too), VOXCONV_MASKED_SPLIT=1..16 its reduction splits (forward/backward-data) and
+ * chunks per offset (backward-weight; else chosen per call), VOXCONV_MASKED_PIPES=1|2 the
+ * pipelines a CTA runs for 64-column tiles of 128-byte stages (forward/backward-data; else
+ * chosen per call), and VOXCONV_MASKED_WGRAD=pairs|rows its backward-weight's form (each
+ * offset's pair list, or the Gray-ordered output rows; else the tuner's pick, pairs without
+ * one), and VOXCONV_MASKED_FORM=rows|pairs its forward and backward-data's form (the row
+ * tiles, or the pairs form where it applies, whose tiles VOXCONV_MASKED_BN and _SPLIT do not
+ * change; else the tuner's pick, the row tiles without one). Any of VOXCONV_MASKED_BN,
+ * _SPLIT and _FORM leaves the forward and backward-data with no tile shapes to tune. Another
+ * value of any of them fails with VC_ERR_INVALID_ARGUMENT. */
 
 /* The algorithm VC_ALGO_AUTO (or the forced a->algo) runs for this pass now.
  * Errors: VC_ERR_INVALID_ARGUMENT, VC_ERR_UNSUPPORTED (forced algo not in this backend). */

@@ -66,7 +66,7 @@ static vc_status cuda_context_init(vc_context *ctx) {
   if (mf && *mf) {
     if (strcmp(mf, "rows") && strcmp(mf, "pairs"))
       return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "vc_context_create: VOXCONV_MASKED_FORM = \"%s\"; use rows or pairs", mf);
-    st->masked_form = strcmp(mf, "rows") ? 2 : 1;
+    st->masked_form = strcmp(mf, "rows") ? VC_FORM_PAIRS : VC_FORM_ROWS;
   }
   /* The tune key's device: a context whose candidates or tiles the environment changed
    * must not share cache entries with normal ones. */

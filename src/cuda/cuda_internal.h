@@ -25,7 +25,7 @@ typedef struct vc_cuda_state {
   int masked_split;   /* VOXCONV_MASKED_SPLIT: its reduction splits (wgrad: chunks), 0 = chosen */
   int masked_pipes;   /* VOXCONV_MASKED_PIPES: its pipelines a CTA for 64-wide tiles of 128-byte stages (1, 2), 0 = chosen */
   int masked_wgrad;   /* VOXCONV_MASKED_WGRAD: its wgrad's form (VC_WR_PAIRS, VC_WR_ROWS), 0 = the variant's */
-  int masked_form;    /* VOXCONV_MASKED_FORM: its forward and dgrad's form (1 rows, 2 pairs), 0 = the variant's */
+  int masked_form;    /* VOXCONV_MASKED_FORM: its forward and dgrad's form (VC_FORM_ROWS, VC_FORM_PAIRS), 0 = the variant's */
   int64_t pairs_runs; /* calls that ran that pairs form (the GPU tests read it: vc_cuda_masked_pairs_runs) */
   void *encode_tiled; /* the driver's cuTensorMapEncodeTiled (sm_90: the masked algorithm's
                          TMA weight loads), NULL elsewhere */
@@ -193,10 +193,11 @@ static inline bool vc_cuda_masked_kernels(const vc_conv_args *a) {
 }
 /* hopper/masked.cu: the tuner's tile shapes of the masked forward and dgrad for this call
  * (a variant encodes a tile width and a split count, or the pairs form), and the names in
- * the cache file of those and of the wgrad's forms (hopper/wgrad.cu: the variants VC_WR_PAIRS, VC_WR_ROWS,
- * past every tile shape's). */
+ * the cache file of those and of the wgrad's forms (hopper/wgrad.cu: the variants
+ * VC_WR_PAIRS, VC_WR_ROWS, past every tile shape's). */
 int vc_cuda_masked_variants(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int out[], bool *restricted);
 enum { VC_WR_PAIRS = 1000, VC_WR_ROWS = 1001 };
+enum { VC_FORM_ROWS = 1, VC_FORM_PAIRS = 2 }; /* vc_cuda_state.masked_form */
 int vc_cuda_masked_wgrad_variants(const vc_plan *p, const vc_conv_args *a, int out[]);
 void vc_cuda_masked_variant_name(int variant, char buf[32]);
 int vc_cuda_masked_variant_parse(vc_pass pass, const char *name);

@@ -426,10 +426,11 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
   imp_layout(p, a, pass, (char *)ws, &w);
   imp_args q = imp_shape(p, a, pass);
   q.w = in1;
+  /* the wgrad's reduction, and masked's pairs form of the forward and dgrad */
+  q.pin = p->pair_in, q.pout = p->pair_out, q.offsets = cp->offsets_dev;
   if (q.mode == MODE_FWD) {
     q.order = cp->order, q.blk_mask = cp->blk_mask, q.tile_order = cp->tile_order, q.tab = cp->nb;
     q.a_src = in0, q.bias = in2, q.out = out0;
-    q.pin = p->pair_in, q.pout = p->pair_out, q.offsets = cp->offsets_dev; /* masked's pairs form */
   } else if (q.mode == MODE_DGRAD) {
     /* Submanifold: nb[q, K-1-r] is the output that input q meets through offset r, and the
      * input side shares the output side's order and masks. */
@@ -437,10 +438,8 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
     q.tile_order = subm ? cp->tile_order : NULL;
     q.tab = subm ? cp->nb : cp->nbt, q.flip = subm;
     q.a_src = in0, q.out = out0;
-    q.pin = p->pair_in, q.pout = p->pair_out, q.offsets = cp->offsets_dev;
   } else {
-    q.a_src = in1, q.b_src = in0, q.pin = p->pair_in, q.pout = p->pair_out, q.offsets = cp->offsets_dev;
-    q.out = w.acc ? w.acc : out0;
+    q.a_src = in1, q.b_src = in0, q.out = w.acc ? w.acc : out0;
   }
   /* the fast path: 16-byte copies and stores need 8-element channel counts and 16-byte
    * aligned operands and output; chunk indices of the gathered operand and the weight
@@ -466,7 +465,8 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
     return vc_cuda_masked_wgrad_run(ctx, p, a, q, variant, out0, out1, ws, s);
   } else if (q.mode == MODE_WGRAD) {
     /* zeros: split CTAs add onto them, and an offset without pairs has no CTA to store */
-    VC_CUDA_TRY(ctx, cudaMemsetAsync(q.out, 0, (size_t)(q.co * q.K * q.ci) * (w.acc ? sizeof(float) : vc_dtype_size(a->dtype)), s));
+    const size_t es = w.acc ? sizeof(float) : vc_dtype_size(a->dtype);
+    VC_CUDA_TRY(ctx, cudaMemsetAsync(q.out, 0, (size_t)(q.co * q.K * q.ci) * es, s));
     if (p->n_pairs > 0) {
       q.nsplit = imp_wgrad_splits(p, a);
       q.split_len = vc_round_up((p->max_pairs + q.nsplit - 1) / q.nsplit, bk);

@@ -560,9 +560,10 @@ __global__ static void k_block_masks(const uint32_t *mask, const int32_t *order,
  * (ncu, RES 64 and 256), and only the widest layers (VC_GROUP_LARGE_CHANNELS) and large
  * plans (VC_GROUP_LARGE_ROWS) take it (vc_cuda_plan_groups; bench/NOTES.md, sessions
  * 21-23). One CTA of T threads a window (the windows run side by side): thread t holds rows
- * t PER .. in registers, the rows left as one bit each; a step is one pass over them, a warp scan of the
- * rows that add nothing and a warp minimum of the keys, one barrier, and three warp
- * reductions of the warps' results (the count before this warp, the total, the least key). */
+ * t PER .. in registers, the rows left as one bit each; a step is one pass over them, a
+ * warp scan of the rows that add nothing and a warp minimum of the keys, one barrier, and
+ * three warp reductions of the warps' results (the count before this warp, the total, the
+ * least key). */
 template <int WIN, int T>
 __global__ static void __launch_bounds__(T) k_group(const uint32_t *mask, int64_t n_out, const int32_t *in,
                                                     int32_t *order) {
@@ -742,7 +743,8 @@ typedef struct scratch {
   void *p[SCRATCH_MAX];
   int n;
   cudaStream_t s;
-  bool forked, joined; /* encodings' side stream: work queued there, and its end recorded */
+  bool forked; /* encodings queued work on the side stream (a build that then returns VC_OK
+                  has recorded its end, vc_cuda_state.join) */
 } scratch;
 
 static vc_status scratch_alloc(vc_context *ctx, scratch *t, void **ptr, size_t bytes, const char *what) {
@@ -969,8 +971,8 @@ static vc_status group_buffer(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, int
  * build's stream; the kernels run on the context's side stream (vc_cuda_state.aux), from
  * an event on the build's stream, so the sort (its longest part: one block a window of
  * rows, 73 us at suite S RES 128 and 1 M rows) runs while the host reads the pair counts
- * back and writes the pair lists; t->joined: the event the build's stream waits on before
- * the scratch (rmask) goes (vc_cuda_plan_build). */
+ * back and writes the pair lists; the build's stream waits on the join event before the
+ * scratch (rmask) goes (vc_cuda_plan_build). */
 static vc_status encodings(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const uint32_t *rmask, int W, scratch *t) {
   const int K = p->kvol;
   const cudaStream_t s = t->s;
@@ -1003,7 +1005,6 @@ static vc_status encodings(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const 
   }
   VC_CUDA_TRY(ctx, cudaGetLastError());
   VC_CUDA_TRY(ctx, cudaEventRecord(cs->join, a));
-  t->joined = true;
   return VC_OK;
 }
 
@@ -1151,13 +1152,11 @@ extern "C" vc_status vc_cuda_plan_build(vc_context *ctx, vc_plan *p, const int32
   vc_cuda_plan *cp = (vc_cuda_plan *)calloc(1, sizeof *cp);
   if (!cp) return vc_fail(ctx, VC_ERR_OUT_OF_MEMORY, "vc_plan_create: out of host memory");
   p->backend_data = cp;
-  scratch t = {{0}, 0, (cudaStream_t)stream, false, false};
+  scratch t = {{0}, 0, (cudaStream_t)stream, false};
   vc_status st = build(ctx, p, cp, coords, paired, &t);
   if (t.forked) { /* the side stream reads the scratch: the frees below wait for it */
-    if (st == VC_OK && t.joined) {
-      if (cudaStreamWaitEvent(t.s, vc_cuda(ctx)->join, 0) != cudaSuccess)
-        st = vc_fail(ctx, VC_ERR_DEVICE, "vc_plan_create: %s", cudaGetErrorString(cudaGetLastError()));
-    }
+    if (st == VC_OK && cudaStreamWaitEvent(t.s, vc_cuda(ctx)->join, 0) != cudaSuccess)
+      st = vc_fail(ctx, VC_ERR_DEVICE, "vc_plan_create: %s", cudaGetErrorString(cudaGetLastError()));
     if (st != VC_OK) {
       cudaStreamSynchronize(vc_cuda(ctx)->aux);
       (void)cudaGetLastError(); /* the build's error is the one to report */

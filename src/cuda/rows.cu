@@ -5,21 +5,17 @@
 
 #define SUM_ROW_BLOCKS 256 /* partial sums per column; fixed so the result is deterministic */
 
-__global__ static void k_fill_rows(float *acc, int64_t n, int64_t c, const void *bias, int dt) {
-  const int64_t total = n * c;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x)
-    acc[i] = bias ? vc_load(bias, dt, i % c) : 0.0f;
-}
-
-/* The same, four columns a thread (c % 4 == 0, acc 16-byte aligned): the form above, one
- * float a thread, took 5.2 us for 848 x 1024 floats (suite S RES 16, twice a layer around the
- * masked pairs form; bench/NOTES.md, session 24). */
-__global__ static void k_fill_rows4(float4 *acc, int64_t n4, int64_t c4, const void *bias, int dt) {
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t k = i % c4 * 4;
-    acc[i] = bias ? make_float4(vc_load(bias, dt, k), vc_load(bias, dt, k + 1), vc_load(bias, dt, k + 2),
-                                vc_load(bias, dt, k + 3))
-                  : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+/* acc[n, c] = the bias row (zeros without one), `vec` values a thread: 4 where c % 4 == 0
+ * and acc is 16-byte aligned, else 1 (one float a thread took 5.2 us for 848 x 1024 floats,
+ * suite S RES 16, twice a layer around the masked pairs form; bench/NOTES.md, session 24). */
+__global__ static void k_fill_rows(float *acc, int64_t n, int64_t c, const void *bias, int dt, int vec) {
+  const int64_t items = n * c / vec;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < items; i += (int64_t)gridDim.x * blockDim.x) {
+    float v[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++) v[e] = e < vec && bias ? vc_load(bias, dt, (i * vec + e) % c) : 0.0f;
+    if (vec == 4) ((float4 *)acc)[i] = make_float4(v[0], v[1], v[2], v[3]);
+    else acc[i] = v[0];
   }
 }
 
@@ -173,9 +169,8 @@ __global__ static void k_wgrad_finish(const float *part, int64_t nslices, int64_
 
 extern "C" void vc_cuda_fill_rows_f32(float *acc, int64_t n, int64_t c, const void *bias, vc_dtype dt, cudaStream_t s) {
   if (n * c <= 0) return;
-  if (c % 4 == 0 && vc_aligned16(acc))
-    k_fill_rows4<<<vc_grid(n * c / 4), 256, 0, s>>>((float4 *)acc, n * c / 4, c / 4, bias, dt);
-  else k_fill_rows<<<vc_grid(n * c), 256, 0, s>>>(acc, n, c, bias, dt);
+  const int vec = c % 4 == 0 && vc_aligned16(acc) ? 4 : 1;
+  k_fill_rows<<<vc_grid(n * c / vec), 256, 0, s>>>(acc, n, c, bias, dt, vec);
 }
 
 extern "C" void vc_cuda_add_slices(void *dst, vc_dtype dt, const float *part, int64_t nslices, int64_t n, cudaStream_t s) {

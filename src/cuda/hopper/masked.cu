@@ -743,13 +743,13 @@ static bool mk_pairs_fit(const vc_plan *p, const imp_args &q) {
 
 /* ... and the context allows it: not deterministic, not VOXCONV_MASKED_FORM=rows. */
 static bool mk_pairs_apply(const vc_plan *p, const imp_args &q) {
-  return !p->ctx->deterministic && vc_cuda(p->ctx)->masked_form != 1 && mk_pairs_fit(p, q);
+  return !p->ctx->deterministic && vc_cuda(p->ctx)->masked_form != VC_FORM_ROWS && mk_pairs_fit(p, q);
 }
 
 /* Whether this call's variant (or VOXCONV_MASKED_FORM=pairs, without one) runs the pairs
  * form here. */
 static bool mk_pairs_of(const vc_plan *p, const imp_args &q, int variant) {
-  return (mk_is_pairs(variant) || (variant == 0 && vc_cuda(p->ctx)->masked_form == 2)) && mk_pairs_apply(p, q);
+  return (mk_is_pairs(variant) || (variant == 0 && vc_cuda(p->ctx)->masked_form == VC_FORM_PAIRS)) && mk_pairs_apply(p, q);
 }
 
 /* The pairs form's fp32 copy of the output (16-bit storage). */
