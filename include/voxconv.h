@@ -280,8 +280,8 @@ VC_API vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, cons
  *     vc_context_create), keyed by
  *     (backend, device name, pass, ceil(log2 pairs), Ci, Co, kernel volume, dtype, math);
  *     the device name carries VOXCONV_WGMMA=0, VOXCONV_MASKED_BN, VOXCONV_MASKED_SPLIT,
- *     VOXCONV_MASKED_PIPES, VOXCONV_MASKED_WGRAD and VOXCONV_MASKED_FORM when set, so such
- *     contexts keep entries apart from normal ones.
+ *     VOXCONV_MASKED_PIPES, VOXCONV_MASKED_WGRAD, VOXCONV_MASKED_FORM and
+ *     VOXCONV_MASKED_PAIR_ROWS when set, so such contexts keep entries apart from normal ones.
  *     A line is "key algo[/variant]": the variant is the algorithm's shape the tuner picked
  *     (masked forward and dgrad: "bn128.split2", tile width and reduction splits, or
  *     "pairs.bn256", the pairs form below; masked backward-weight: "pairs" or "rows", the
@@ -337,9 +337,12 @@ VC_API vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, cons
  * offset's pair list, or the Gray-ordered output rows; else the tuner's pick, pairs without
  * one), and VOXCONV_MASKED_FORM=rows|pairs its forward and backward-data's form (the row
  * tiles, or the pairs form where it applies, whose tiles VOXCONV_MASKED_BN and _SPLIT do not
- * change; else the tuner's pick, the row tiles without one). Any of VOXCONV_MASKED_BN,
- * _SPLIT and _FORM leaves the forward and backward-data with no tile shapes to tune. Another
- * value of any of them fails with VC_ERR_INVALID_ARGUMENT. */
+ * change; else the tuner's pick, the row tiles without one), and VOXCONV_MASKED_PAIR_ROWS=N
+ * (1 to 2^30) the output rows of the pairs form's chunks, rounded up to 256 (its tiles run
+ * chunk by chunk, so their additions stay in L2; else as many rows as a quarter of L2 holds
+ * in fp32). Any of VOXCONV_MASKED_BN, _SPLIT and _FORM leaves the forward and backward-data
+ * with no tile shapes to tune. Another value of any of them fails with
+ * VC_ERR_INVALID_ARGUMENT. */
 
 /* The algorithm VC_ALGO_AUTO (or the forced a->algo) runs for this pass now.
  * Errors: VC_ERR_INVALID_ARGUMENT, VC_ERR_UNSUPPORTED (forced algo not in this backend). */

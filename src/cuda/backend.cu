@@ -68,9 +68,17 @@ static vc_status cuda_context_init(vc_context *ctx) {
       return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "vc_context_create: VOXCONV_MASKED_FORM = \"%s\"; use rows or pairs", mf);
     st->masked_form = strcmp(mf, "rows") ? VC_FORM_PAIRS : VC_FORM_ROWS;
   }
+  const char *pr = getenv("VOXCONV_MASKED_PAIR_ROWS");
+  if (pr && *pr) {
+    char *end = NULL;
+    const long long v = strtoll(pr, &end, 10);
+    if (*end || v < 1 || v > (1LL << 30))
+      return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "vc_context_create: VOXCONV_MASKED_PAIR_ROWS = \"%s\"; use 1 to 2^30", pr);
+    st->masked_pair_rows = v;
+  }
   /* The tune key's device: a context whose candidates or tiles the environment changed
    * must not share cache entries with normal ones. */
-  char tag[192] = "";
+  char tag[256] = "";
   if (sm90 && !st->masked) snprintf(tag, sizeof tag, " [VOXCONV_WGMMA=0]");
   if (st->masked_bn) snprintf(tag + strlen(tag), sizeof tag - strlen(tag), " [VOXCONV_MASKED_BN=%d]", st->masked_bn);
   if (st->masked_split)
@@ -78,6 +86,8 @@ static vc_status cuda_context_init(vc_context *ctx) {
   if (st->masked_pipes) snprintf(tag + strlen(tag), sizeof tag - strlen(tag), " [VOXCONV_MASKED_PIPES=%d]", st->masked_pipes);
   if (st->masked_wgrad) snprintf(tag + strlen(tag), sizeof tag - strlen(tag), " [VOXCONV_MASKED_WGRAD=%s]", wf);
   if (st->masked_form) snprintf(tag + strlen(tag), sizeof tag - strlen(tag), " [VOXCONV_MASKED_FORM=%s]", mf);
+  if (st->masked_pair_rows)
+    snprintf(tag + strlen(tag), sizeof tag - strlen(tag), " [VOXCONV_MASKED_PAIR_ROWS=%lld]", (long long)st->masked_pair_rows);
   snprintf(st->name, sizeof st->name, "%s%s", prop.name, tag);
   cublasStatus_t b = cublasCreate(&st->blas);
   if (b != CUBLAS_STATUS_SUCCESS)

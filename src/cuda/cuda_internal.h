@@ -26,7 +26,9 @@ typedef struct vc_cuda_state {
   int masked_pipes;   /* VOXCONV_MASKED_PIPES: its pipelines a CTA for 64-wide tiles of 128-byte stages (1, 2), 0 = chosen */
   int masked_wgrad;   /* VOXCONV_MASKED_WGRAD: its wgrad's form (VC_WR_PAIRS, VC_WR_ROWS), 0 = the variant's */
   int masked_form;    /* VOXCONV_MASKED_FORM: its forward and dgrad's form (VC_FORM_ROWS, VC_FORM_PAIRS), 0 = the variant's */
+  int64_t masked_pair_rows; /* VOXCONV_MASKED_PAIR_ROWS: output rows a chunk of the pairs form, 0 = chosen */
   int64_t pairs_runs; /* calls that ran that pairs form (the GPU tests read it: vc_cuda_masked_pairs_runs) */
+  int64_t pairs_chunks; /* the last such call's chunks of rows (vc_cuda_masked_pairs_chunks) */
   void *encode_tiled; /* the driver's cuTensorMapEncodeTiled (sm_90: the masked algorithm's
                          TMA weight loads), NULL elsewhere */
 } vc_cuda_state;

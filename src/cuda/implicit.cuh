@@ -33,10 +33,12 @@ typedef struct imp_args {
   void *out;
   const int32_t *pin, *pout;
   const int64_t *offsets; /* device copy, wgrad */
-  const int64_t *pair_start; /* wgrad's chunks by row range (chunk_of), or NULL */
+  const int64_t *pair_start; /* the plan's [K, pblocks] pair starts by row block: the wgrad's
+                              * chunks by row range (chunk_of), the masked pairs form's chunks */
   int64_t split_len;
   int nsplit; /* wgrad: splits of each offset's pairs; one: each CTA stores its dW tile itself */
-  int64_t ptiles; /* the masked pairs form (hopper/masked.cu): its tiles of pairs of one offset */
+  int64_t pblocks; /* the masked pairs form (hopper/masked.cu): pair_start's row blocks an offset, */
+  int pchunk;      /* and the blocks of one of its chunks */
 } imp_args;
 
 /* The pass's GEMM shape (mode, dtype, K, channels; fwd/dgrad: rows, n_cols, c_red), every

@@ -972,21 +972,37 @@ static void run_twice(vc_context *ctx, const vc_plan *p, conv_data *cd, const vc
  * VOXCONV_DETERMINISTIC context with the variable set the tiles form runs (the count stays),
  * bitwise repeatable; so it does with VOXCONV_MASKED_FORM=rows, and for a 16-bit forward
  * given an unaligned workspace (the form's fp32 copy needs an aligned one); a bad value is
- * refused. */
-int64_t vc_cuda_masked_pairs_runs(const vc_context *ctx); /* masked.cu; in no public header */
+ * refused. The form runs its tiles chunk by chunk of output rows: one chunk at these sizes,
+ * and with VOXCONV_MASKED_PAIR_ROWS=300 (two 256-row blocks a chunk; a bad value refused)
+ * ceil(blocks / 2), checked against the reference for the first channel pair of each plan
+ * and dtype. */
+int64_t vc_cuda_masked_pairs_runs(const vc_context *ctx);   /* masked.cu; in no public header */
+int64_t vc_cuda_masked_pairs_chunks(const vc_context *ctx); /* the last pairs call's chunks */
 
 static void test_masked_pairs(void) {
   if (!g_has_masked) {
     printf("  no sm_90 device (or VOXCONV_WGMMA=0): nothing to test\n");
     return;
   }
-  vc_context *bad = NULL, *ctx = NULL, *det = NULL, *rows = NULL;
+  vc_context *bad = NULL, *ctx = NULL, *det = NULL, *rows = NULL, *chunked = NULL;
   setenv("VOXCONV_MASKED_FORM", "pair", 1);
   vc_test_scrub(NULL);
   CHECK_STATUS(NULL, vc_context_create(VC_DEVICE_CUDA, 0, &bad), VC_ERR_INVALID_ARGUMENT,
                "VOXCONV_MASKED_FORM = \"pair\"; use rows or pairs");
   vc_context_destroy(bad);
   setenv("VOXCONV_MASKED_FORM", "pairs", 1);
+  static const char *const bad_rows[3] = {"0", "256x", "2000000000"};
+  for (int i = 0; i < 3; i++) {
+    char msg[96];
+    snprintf(msg, sizeof msg, "VOXCONV_MASKED_PAIR_ROWS = \"%s\"; use 1 to 2^30", bad_rows[i]);
+    setenv("VOXCONV_MASKED_PAIR_ROWS", bad_rows[i], 1);
+    bad = NULL;
+    CHECK_STATUS(NULL, vc_context_create(VC_DEVICE_CUDA, 0, &bad), VC_ERR_INVALID_ARGUMENT, msg);
+    vc_context_destroy(bad);
+  }
+  setenv("VOXCONV_MASKED_PAIR_ROWS", "300", 1);
+  CHECK_OK(NULL, vc_context_create(VC_DEVICE_CUDA, 0, &chunked));
+  unsetenv("VOXCONV_MASKED_PAIR_ROWS");
   CHECK_OK(NULL, vc_context_create(VC_DEVICE_CUDA, 0, &ctx));
   setenv("VOXCONV_DETERMINISTIC", "1", 1);
   CHECK_OK(NULL, vc_context_create(VC_DEVICE_CUDA, 0, &det));
@@ -999,7 +1015,7 @@ static void test_masked_pairs(void) {
   static const char *const cfg[5] = {"256 (pairs form where it applies)", "1", NULL, NULL, NULL};
   /* every channel pair and dtype on the 3x3x3 plan; fewer where the reference is dearer */
   static const int n_ch[3] = {3, 2, 1}, n_dt[3] = {3, 3, 1};
-  for (int k = 0; ctx && det && rows && k < 3; k++) {
+  for (int k = 0; ctx && det && rows && chunked && k < 3; k++) {
     const int64_t n = g_small ? 1500 : 4000;
     int32_t *coords = coords_for(n, 2);
     vc_conv_desc d;
@@ -1032,6 +1048,24 @@ static void test_masked_pairs(void) {
         const int64_t ran = vc_cuda_masked_pairs_runs(ctx) - before;
         CHECK(ran == want, "%s: %lld of its forward and dgrad ran the pairs form, expected %d", what, (long long)ran,
               want);
+        if (want)
+          CHECK(vc_cuda_masked_pairs_chunks(ctx) == 1, "%s: %lld chunks of rows, expected 1", what,
+                (long long)vc_cuda_masked_pairs_chunks(ctx));
+        if (want && c == 0) { /* chunks of two 256-row blocks of output rows, in both passes */
+          char what_c[300];
+          snprintf(what_c, sizeof what_c, "%s, VOXCONV_MASKED_PAIR_ROWS=300", what);
+          plan_pair pc;
+          const int64_t runs = vc_cuda_masked_pairs_runs(chunked);
+          if (pair_build(&pc, chunked, &d, coords, n)) {
+            masked_passes(chunked, &pc, &cd, cfg);
+            const int64_t blocks = (vc_plan_out_count(pc.gpu) + 255) / 256;
+            CHECK(vc_cuda_masked_pairs_runs(chunked) - runs == want && vc_cuda_masked_pairs_chunks(chunked) == (blocks + 1) / 2,
+                  "%s: %lld pairs-form calls, the last in %lld chunks; expected %d, %lld", what_c,
+                  (long long)(vc_cuda_masked_pairs_runs(chunked) - runs), (long long)vc_cuda_masked_pairs_chunks(chunked),
+                  want, (long long)(blocks + 1) / 2);
+          }
+          pair_free(&pc);
+        }
         char what_det[300];
         snprintf(what_det, sizeof what_det, "%s, deterministic context", what);
         run_twice(det, pd.gpu, &cd, &a, VC_PASS_FORWARD, 0.0, what_det);
@@ -1064,6 +1098,7 @@ static void test_masked_pairs(void) {
     pair_free(&pp);
     free(coords);
   }
+  vc_context_destroy(chunked);
   vc_context_destroy(rows);
   vc_context_destroy(det);
   vc_context_destroy(ctx);

@@ -69,6 +69,10 @@
  * pipeline's) of 27 x 129 words fit beside the 192 KB ring; tiles meeting more read the map
  * directly. */
 #define MK_GTAB 27
+/* Entries the pairs form's tile table holds at most (plus ts[0]): it takes the two gather
+ * tables' space past the form's own two rows (mk_body); the host widens the form's chunks
+ * to stay within it. */
+#define MK_PT_MAX (2 * (MK_GTAB - 1) * GTAB_STRIDE(MK_BM) - 1)
 
 /* Bytes of reduction values a stage row holds for c_red channels of dtype dt: 64 where all
  * of them fit in 64 bytes (32 16-bit channels: half the copies and MMAs of a half-empty
@@ -185,33 +189,68 @@ __device__ static __forceinline__ int mk_ahead_gtab(const imp_args &p, uint32_t 
 }
 
 /* The pairs form (mk_body's `pairs`): a tile is up to MK_BM consecutive pairs of one offset's
- * list; offset r's tiles are numbers ts[r] .. ts[r + 1] - 1 (a shared table, K <= 32). */
+ * list whose output rows lie in one chunk of the rows (p.pchunk of the plan's VC_PAIR_ROWS
+ * blocks; within an offset the pairs ascend by output row). The tiles run chunk by chunk,
+ * each chunk's offsets in turn: the units in flight then add into the rows of one or two
+ * chunks, which stay in L2 (in offset-major order they add all over the output; session 24's
+ * pairs form beyond half of L2 ran with its fp32 rows in DRAM). Entry e = c K + r of a
+ * shared table is offset r's pairs in chunk c; its tiles are numbers ts[e] .. ts[e + 1] - 1. */
 typedef struct mk_ptile {
   int r;      /* the offset: its weight slice */
   int n;      /* pairs, 1 .. MK_BM */
   int64_t j0; /* the first */
 } mk_ptile;
 
-/* ts from the plan's pair offsets, by one warp. */
-__device__ static __forceinline__ void mk_pair_table(const imp_args &p, int32_t *ts, int lane) {
-  const int64_t n = lane < p.K ? p.offsets[lane + 1] - p.offsets[lane] : 0;
-  const uint32_t incl = vc_warp_inclusive_sum((uint32_t)((n + MK_BM - 1) / MK_BM), lane);
-  if (lane == 0) ts[0] = 0;
-  if (lane < p.K) ts[lane + 1] = (int32_t)incl;
+/* The table's entries: chunks x offsets. */
+__device__ static __forceinline__ int mk_pair_entries(const imp_args &p) {
+  return (int)((p.pblocks + p.pchunk - 1) / p.pchunk) * p.K;
 }
 
-/* Tile t: its offset is the last r with ts[r] <= t (offsets without pairs have no tiles:
- * ts[r] == ts[r + 1]). */
+/* Pair indices [*j0, *j1) of entry e (chunk c, offset r). */
+__device__ static __forceinline__ void mk_pair_range(const imp_args &p, int e, int64_t *j0, int64_t *j1) {
+  const int c = e / p.K, r = e - c * p.K;
+  const int64_t b0 = (int64_t)c * p.pchunk, b1 = b0 + p.pchunk, *st = p.pair_start + (int64_t)r * p.pblocks;
+  *j0 = st[b0], *j1 = b1 < p.pblocks ? st[b1] : p.offsets[r + 1];
+}
+
+/* ts from the plan's pair starts, by every thread of the CTA: each entry's tile count (the
+ * loads strided over the threads, all in flight together), then a scan over contiguous
+ * runs of entries, one a thread. Ends with the counts turned into ts[1 .. E] by each thread
+ * for its run; the caller's barrier publishes them. */
+__device__ static __forceinline__ void mk_pair_table(const imp_args &p, int32_t *ts, int32_t *wsum) {
+  const int E = mk_pair_entries(p), tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, warp = tid >> 5;
+  for (int e = tid; e < E; e += nt) {
+    int64_t j0, j1;
+    mk_pair_range(p, e, &j0, &j1);
+    ts[e + 1] = (int32_t)((j1 - j0 + MK_BM - 1) / MK_BM);
+  }
+  __syncthreads();
+  const int run = (E + nt - 1) / nt, e0 = min(E, tid * run), e1 = min(E, e0 + run);
+  int32_t sum = 0;
+  for (int e = e0; e < e1; e++) sum += ts[e + 1];
+  const int32_t incl = (int32_t)vc_warp_inclusive_sum((uint32_t)sum, lane);
+  if (lane == 31) wsum[warp] = incl;
+  __syncthreads();
+  int32_t before = incl - sum;
+  for (int w = 0; w < warp; w++) before += wsum[w];
+  for (int e = e0; e < e1; e++) ts[e + 1] = before += ts[e + 1];
+  if (tid == 0) ts[0] = 0;
+}
+
+/* Tile t: its entry is the last e with ts[e] <= t (entries without pairs have no tiles:
+ * ts[e] == ts[e + 1]). */
 __device__ static __forceinline__ mk_ptile mk_ptile_of(const imp_args &p, const int32_t *ts, int64_t t) {
-  int lo = 0, hi = p.K;
+  int lo = 0, hi = mk_pair_entries(p);
   while (hi - lo > 1) {
     const int mid = (lo + hi) >> 1;
     if (ts[mid] <= t) lo = mid;
     else hi = mid;
   }
+  int64_t j0, j1;
+  mk_pair_range(p, lo, &j0, &j1);
   mk_ptile g;
-  g.r = lo, g.j0 = p.offsets[lo] + (t - ts[lo]) * MK_BM;
-  g.n = (int)min((int64_t)MK_BM, p.offsets[lo + 1] - g.j0);
+  g.r = lo % p.K, g.j0 = j0 + (t - ts[lo]) * MK_BM;
+  g.n = (int)min((int64_t)MK_BM, j1 - g.j0);
   return g;
 }
 
@@ -236,9 +275,9 @@ __device__ static __forceinline__ void mk_pair_gtab(const imp_args &p, const mk_
  * their per-tile arrival counters (zero at launch), unused when nsplit == 1. np: producer
  * warpgroups; pipes: 1, or 2 (np == 2): the CTA runs two pipelines, producer and consumer
  * warpgroup g working on units of their own through half the ring each. pairs: the
- * pairs form (pipes 1, nsplit 1, K <= 32; see mk_pairs_run): p.ptiles tiles of pairs,
- * each of one offset, whose products the epilogue adds into the fp32 rows of p.out with
- * L2 reductions. */
+ * pairs form (pipes 1, nsplit 1, K <= 32; see mk_pairs_run): tiles of pairs, each of one
+ * offset (p.pair_start, p.pblocks, p.pchunk: mk_ptile_of), whose products the epilogue
+ * adds into the fp32 rows of p.out with L2 reductions. */
 __device__ static __forceinline__ void mk_body(const imp_args &args, const CUtensorMap *bmap, float *part, int *cnt,
                                                const int mode, const int dt, const int bn, const int kb, const int np,
                                                const int pipes, const bool pairs) {
@@ -261,8 +300,13 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
   __shared__ int32_t gtab[2][MK_GTAB * GTAB_STRIDE(MK_BM)];
   __shared__ int n_act[2], last[2];
   __shared__ float sbias[2][256]; /* the unit's bias columns, by unit parity (each pipeline's half) */
-  __shared__ int32_t pts[33]; /* the pairs form's tile table, published by hp_ring_init's barrier */
-  if (pairs && threadIdx.x < 32) mk_pair_table(p, pts, threadIdx.x);
+  __shared__ int32_t wsum[32];
+  /* gather table u (GT(u)) is gtab[u], or in the pairs form (tiles of one offset) row u of
+   * gtab[0]; the pairs form's tile table, published by hp_ring_init's barrier, takes the
+   * space after those two rows, through gtab[1] */
+#define GT(u) (pairs ? gtab[0] + (u) * GTAB_STRIDE(MK_BM) : gtab[u])
+  int32_t *const pts = &gtab[0][0] + 2 * GTAB_STRIDE(MK_BM);
+  if (pairs) mk_pair_table(p, pts, wsum);
   const int wg = hp_warpgroup();
   const int pipe = pipes == 1 ? 0 : wg < np ? wg : wg - np;
   /* full: one producer warpgroup's cp.async arrivals + its TMA issuer's; empty: the warps of
@@ -272,7 +316,7 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
   const uint32_t sA = ring.a, sB = ring.b, full = ring.full, empty = ring.empty;
   const int es = dt == VC_DTYPE_F32 ? 4 : 2, bk = mk_bk(dt, kb); /* element bytes, values a stage row */
   const int nkc = (int)((p.c_red + bk - 1) / bk);
-  const int64_t units = (pairs ? p.ptiles : (p.rows + MK_BM - 1) / MK_BM) * p.n_tiles * p.nsplit;
+  const int64_t units = (pairs ? pts[mk_pair_entries(p)] : (p.rows + MK_BM - 1) / MK_BM) * p.n_tiles * p.nsplit;
 
   if (wg < np) { /* ---- producers ---- */
     hp_producer_regs();
@@ -307,12 +351,12 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
       if (pairs) {
         pg = mk_ptile_of(p, pts, w.m0 / MK_BM);
         if (k == 0) {
-          mk_pair_gtab(p, pg, gtab[ub], tid, false);
+          mk_pair_gtab(p, pg, GT(ub), tid, false);
           vc_named_barrier(bar, tpp);
         }
         na = 1;
       } else if (k == 0 || p.K > 32 || pipes == 2) {
-        na = mk_tables(p, w.m0, rowid[ub], act[ub], &n_act[ub], gtab[ub], tid, tpp, bar);
+        na = mk_tables(p, w.m0, rowid[ub], act[ub], &n_act[ub], GT(ub), tid, tpp, bar);
       }
       const bool tab = na <= MK_GTAB;
       /* the other buffer was left by every producer at the last unit's end */
@@ -320,7 +364,7 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
       bool ahead = !pairs && pipes == 1 && p.K <= 32 && next >= 0;
       const uint32_t next_mask = ahead ? mk_ahead_rows(p, mk_unit_of(p, next, bn).m0, rowid[ub ^ 1], tid) : 0;
       if (pairs && next >= 0) /* lands by this unit's end (the wait below) */
-        mk_pair_gtab(p, mk_ptile_of(p, pts, mk_unit_of(p, next, bn).m0 / MK_BM), gtab[ub ^ 1], tid, true);
+        mk_pair_gtab(p, mk_ptile_of(p, pts, mk_unit_of(p, next, bn).m0 / MK_BM), GT(ub ^ 1), tid, true);
       int it0, it1;
       mk_range(p, w, na * nkc, &it0, &it1);
       const int n = it1 - it0, n_ahead = min(n, 2 * np);
@@ -329,7 +373,7 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
       int s = (int)(gi % st), phase = (int)(gi / st & 1), a = (it0 + i) / nkc, kc = (it0 + i) % nkc;
       for (;; i += npp, gi += npp) {
         if (ahead && i >= n_ahead) { /* every producer comes here once (n_ahead <= n) */
-          na = mk_ahead_gtab(p, next_mask, rowid[ub ^ 1], act[ub ^ 1], gtab[ub ^ 1], tid, pt);
+          na = mk_ahead_gtab(p, next_mask, rowid[ub ^ 1], act[ub ^ 1], GT(ub ^ 1), tid, pt);
           ahead = false;
         }
         if (i >= n) break;
@@ -346,7 +390,7 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
         int32_t row[MK_BM / 16]; /* MK_BM / MR of them used */
         if (tab) {
 #pragma unroll
-          for (int h = 0; h < MK_BM / MR; h++) row[h] = gtab[ub][a * GTAB_STRIDE(MK_BM) + m0 + MR * h];
+          for (int h = 0; h < MK_BM / MR; h++) row[h] = GT(ub)[a * GTAB_STRIDE(MK_BM) + m0 + MR * h];
         } else {
 #pragma unroll
           for (int h = 0; h < MK_BM / MR; h++) row[h] = map_row(p, rowid[ub], col, m0 + MR * h);
@@ -515,6 +559,7 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
       }
     }
   }
+#undef GT
 #else
   __trap(); /* launched only on sm_90 devices, which run the sm_90a code */
 #endif
@@ -727,10 +772,29 @@ __global__ static void __launch_bounds__(256) k_mk_tf32_weight(const float *w, f
  * scan), 128-byte stages and more than 128 columns (its tiles are 256 wide). The tuner
  * offers it where the fp32 copy fits in half of L2, where the reductions resolve. */
 
-/* Tiles of 128 pairs, each of one offset. */
-static int64_t mk_pair_tiles(const vc_plan *p) {
+/* The pairs form's chunks (mk_ptile_of), in VC_PAIR_ROWS blocks of output rows: as many as
+ * keep the rows that one chunk's tiles add into (q.rows / n_out of them an output row: the
+ * dgrad's written rows are the inputs) within a quarter of L2 in fp32
+ * (VOXCONV_MASKED_PAIR_ROWS's rows instead, where set), and the table within MK_PT_MAX. */
+static int mk_pair_chunk(const vc_cuda_state *cs, const vc_plan *p, const imp_args &q, int64_t pblocks) {
+  int64_t g;
+  if (cs->masked_pair_rows) {
+    g = (cs->masked_pair_rows + VC_PAIR_ROWS - 1) / VC_PAIR_ROWS;
+  } else {
+    const double row_bytes = (double)q.n_cols * 4.0 * (double)q.rows / (double)(p->n_out > 0 ? p->n_out : 1);
+    g = (int64_t)((double)cs->l2_bytes / 4.0 / (row_bytes * VC_PAIR_ROWS));
+  }
+  const int64_t fit = (pblocks * q.K + MK_PT_MAX - 1) / MK_PT_MAX; /* entries: ceil(pblocks / g) K <= MK_PT_MAX */
+  if (g < fit) g = fit;
+  if (g < 1) g = 1;
+  return (int)(g < pblocks ? g : pblocks);
+}
+
+/* The tiles of 128 pairs, at most: each offset's in one piece, plus one more a chunk
+ * boundary (the kernel counts them exactly). */
+static int64_t mk_pair_tiles_max(const vc_plan *p, int64_t chunks) {
   int64_t t = 0;
-  for (int r = 0; r < p->kvol; r++) t += (p->offsets[r + 1] - p->offsets[r] + MK_BM - 1) / MK_BM;
+  for (int r = 0; r < p->kvol; r++) t += (p->offsets[r + 1] - p->offsets[r] + MK_BM - 1) / MK_BM + chunks - 1;
   return t;
 }
 
@@ -770,8 +834,10 @@ size_t vc_cuda_masked_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass
 /* The tuner's candidates: each tile width up to the one the columns need, unsplit, and split
  * 2, 4, 8 ways and as the heuristic would, where one round of split units still fits the
  * multiprocessors and each split keeps MK_MIN_SPLIT_STAGES stages (16 at most); and the
- * pairs form where it fits and its fp32 copy takes at most half of L2, except in a
- * deterministic context, which *restricted then reports. */
+ * pairs form where it fits, except in a deterministic context, which *restricted then
+ * reports: in tf32, which adds into y itself, at any size (its chunks keep the additions in
+ * L2), in 16 bits where its fp32 copy of y takes at most half of L2 (beyond, the copy is
+ * more memory than the output, for rows whose unions cost little). */
 extern "C" int vc_cuda_masked_variants(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int out[],
                                        bool *restricted) {
   const vc_cuda_state *cs = vc_cuda(p->ctx);
@@ -781,7 +847,7 @@ extern "C" int vc_cuda_masked_variants(const vc_plan *p, const vc_conv_args *a, 
   const int heur = mk_shape_of(cs, q.rows, q.n_cols, q.c_red, q.K, q.dt, true, 0).nsplit;
   const int splits[5] = {1, 2, 4, 8, heur};
   int n = 0;
-  if (mk_pairs_fit(p, q) && q.rows * q.n_cols * 4 <= cs->l2_bytes / 2) {
+  if (mk_pairs_fit(p, q) && (q.dt == VC_DTYPE_F32 || q.rows * q.n_cols * 4 <= cs->l2_bytes / 2)) {
     if (p->ctx->deterministic) *restricted = true;
     else out[n++] = MK_PAIRS_VARIANT;
   }
@@ -828,8 +894,13 @@ static vc_status mk_pairs_run(vc_context *ctx, const vc_plan *p, imp_args q, con
   float *target = q.dt == VC_DTYPE_F32 ? (float *)y : (float *)((char *)ws + wt_bytes);
   vc_cuda_fill_rows_f32(target, q.rows, q.n_cols, q.bias, (vc_dtype)q.dt, s);
   q.out = target, q.bias = NULL, q.order = NULL, q.blk_mask = NULL, q.tile_order = NULL;
-  q.ptiles = mk_pair_tiles(p), q.n_tiles = (q.n_cols + bn - 1) / bn, q.nsplit = 1;
-  const int64_t units = q.ptiles * q.n_tiles, grid = units < vc_cuda(ctx)->n_sm ? units : vc_cuda(ctx)->n_sm;
+  q.pair_start = vc_cuda_plan_of(p)->pair_start, q.pblocks = (p->n_out + VC_PAIR_ROWS - 1) / VC_PAIR_ROWS;
+  q.pchunk = mk_pair_chunk(vc_cuda(ctx), p, q, q.pblocks);
+  q.n_tiles = (q.n_cols + bn - 1) / bn, q.nsplit = 1;
+  const int64_t chunks = (q.pblocks + q.pchunk - 1) / q.pchunk;
+  __atomic_store_n(&vc_cuda(ctx)->pairs_chunks, chunks, __ATOMIC_RELAXED);
+  const int64_t units = p->n_pairs > 0 ? mk_pair_tiles_max(p, chunks) * q.n_tiles : 0;
+  const int64_t grid = units < vc_cuda(ctx)->n_sm ? units : vc_cuda(ctx)->n_sm;
   if (units > 0)
     mk_pair_kernels[q.mode == MODE_DGRAD][vc_cuda_dt_index(q.dt)]<<<
         (unsigned)grid, HP_THREADS(HP_NP(bn)), MK_SMEM(bn, 128, mk_b_kmajor(q.mode, q.dt)), s>>>(q, map, NULL, NULL);
@@ -838,10 +909,14 @@ static vc_status mk_pairs_run(vc_context *ctx, const vc_plan *p, imp_args q, con
   return VC_OK;
 }
 
-/* The calls of ctx that ran the pairs form (in no public header: the GPU tests check with it
- * that the form ran where it applies, and only there). */
+/* The calls of ctx that ran the pairs form, and the last one's chunks of rows (in no public
+ * header: the GPU tests check with them that the form ran where it applies, and only there,
+ * and in chunks). */
 extern "C" int64_t vc_cuda_masked_pairs_runs(const vc_context *ctx) {
   return __atomic_load_n(&vc_cuda((vc_context *)ctx)->pairs_runs, __ATOMIC_RELAXED);
+}
+extern "C" int64_t vc_cuda_masked_pairs_chunks(const vc_context *ctx) {
+  return __atomic_load_n(&vc_cuda((vc_context *)ctx)->pairs_chunks, __ATOMIC_RELAXED);
 }
 
 vc_status vc_cuda_masked_run(vc_context *ctx, const vc_plan *p, const imp_args &args, int variant, void *ws,
