@@ -338,9 +338,11 @@ VC_API vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, cons
  * one), and VOXCONV_MASKED_FORM=rows|pairs its forward and backward-data's form (the row
  * tiles, or the pairs form where it applies, whose tiles VOXCONV_MASKED_BN and _SPLIT do not
  * change; else the tuner's pick, the row tiles without one), and VOXCONV_MASKED_PAIR_ROWS=N
- * (1 to 2^30) the output rows of the pairs form's chunks, rounded up to 256 (its tiles run
- * chunk by chunk, so their additions stay in L2; else as many rows as a quarter of L2 holds
- * in fp32). Any of VOXCONV_MASKED_BN, _SPLIT and _FORM leaves the forward and backward-data
+ * (1 to 2^30) the output rows of the pairs form's chunks, rounded up to 256 and widened
+ * where a layer would have too many chunks for the kernel's table (its tiles run chunk by
+ * chunk, so their additions stay in L2; else one chunk where the rows it adds into fit in
+ * half of L2 in fp32, and chunks of a quarter of L2's worth beyond). Any of
+ * VOXCONV_MASKED_BN, _SPLIT and _FORM leaves the forward and backward-data
  * with no tile shapes to tune. Another value of any of them fails with
  * VC_ERR_INVALID_ARGUMENT. */
 

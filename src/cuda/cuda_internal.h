@@ -65,7 +65,8 @@ typedef struct vc_cuda_plan {
   int64_t *offsets_dev; /* [K+1] device copy of the plan's pair offsets */
   int64_t *pair_start;  /* [K, ceil(n_out / VC_PAIR_ROWS)] the index of offset r's first pair
                            whose output row is in row block b or past it (within an offset
-                           the pairs ascend by output row): wgrad chunks by row range */
+                           the pairs ascend by output row): the wgrad's chunks by row range,
+                           and the masked pairs form's */
 } vc_cuda_plan;
 
 /* Rows of a pair_start block (the pair kernels' rows a CTA). */

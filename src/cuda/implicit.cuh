@@ -38,7 +38,7 @@ typedef struct imp_args {
   int64_t split_len;
   int nsplit; /* wgrad: splits of each offset's pairs; one: each CTA stores its dW tile itself */
   int64_t pblocks; /* the masked pairs form (hopper/masked.cu): pair_start's row blocks an offset, */
-  int pchunk;      /* and the blocks of one of its chunks */
+  int pchunk, pentries; /* the blocks of one of its chunks, and its tile table's entries (chunks x K) */
 } imp_args;
 
 /* The pass's GEMM shape (mode, dtype, K, channels; fwd/dgrad: rows, n_cols, c_red), every

@@ -972,10 +972,12 @@ static void run_twice(vc_context *ctx, const vc_plan *p, conv_data *cd, const vc
  * VOXCONV_DETERMINISTIC context with the variable set the tiles form runs (the count stays),
  * bitwise repeatable; so it does with VOXCONV_MASKED_FORM=rows, and for a 16-bit forward
  * given an unaligned workspace (the form's fp32 copy needs an aligned one); a bad value is
- * refused. The form runs its tiles chunk by chunk of output rows: one chunk at these sizes,
- * and with VOXCONV_MASKED_PAIR_ROWS=300 (two 256-row blocks a chunk; a bad value refused)
- * ceil(blocks / 2), checked against the reference for the first channel pair of each plan
- * and dtype. */
+ * refused. The form runs its tiles chunk by chunk of output rows: one chunk at these sizes
+ * (where the rows it adds into fit in half of L2), and with VOXCONV_MASKED_PAIR_ROWS=1 one
+ * 256-row block a chunk (16 x 27 table entries at 4000 sites: more than a thread each; bad
+ * values refused), checked against the reference for the first channel pair of each plan
+ * and dtype. A plan with no outputs (a sparse plan whose output_bound leaves none) runs its
+ * dgrad in the form: no pairs, no launch, dx zero. */
 int64_t vc_cuda_masked_pairs_runs(const vc_context *ctx);   /* masked.cu; in no public header */
 int64_t vc_cuda_masked_pairs_chunks(const vc_context *ctx); /* the last pairs call's chunks */
 
@@ -1000,7 +1002,7 @@ static void test_masked_pairs(void) {
     CHECK_STATUS(NULL, vc_context_create(VC_DEVICE_CUDA, 0, &bad), VC_ERR_INVALID_ARGUMENT, msg);
     vc_context_destroy(bad);
   }
-  setenv("VOXCONV_MASKED_PAIR_ROWS", "300", 1);
+  setenv("VOXCONV_MASKED_PAIR_ROWS", "1", 1);
   CHECK_OK(NULL, vc_context_create(VC_DEVICE_CUDA, 0, &chunked));
   unsetenv("VOXCONV_MASKED_PAIR_ROWS");
   CHECK_OK(NULL, vc_context_create(VC_DEVICE_CUDA, 0, &ctx));
@@ -1015,6 +1017,8 @@ static void test_masked_pairs(void) {
   static const char *const cfg[5] = {"256 (pairs form where it applies)", "1", NULL, NULL, NULL};
   /* every channel pair and dtype on the 3x3x3 plan; fewer where the reference is dearer */
   static const int n_ch[3] = {3, 2, 1}, n_dt[3] = {3, 3, 1};
+  int l2 = 0;
+  CU(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
   for (int k = 0; ctx && det && rows && chunked && k < 3; k++) {
     const int64_t n = g_small ? 1500 : 4000;
     int32_t *coords = coords_for(n, 2);
@@ -1048,21 +1052,24 @@ static void test_masked_pairs(void) {
         const int64_t ran = vc_cuda_masked_pairs_runs(ctx) - before;
         CHECK(ran == want, "%s: %lld of its forward and dgrad ran the pairs form, expected %d", what, (long long)ran,
               want);
-        if (want)
+        /* the last call of the form: the dgrad where it applies (its rows: the inputs) */
+        const bool dg = k < 2 && ci > 128 && co * es > 64;
+        const int64_t last_rows = dg ? vc_plan_in_count(pp.gpu) * ci : vc_plan_out_count(pp.gpu) * co;
+        if (want && last_rows * 4 <= (int64_t)l2 / 2)
           CHECK(vc_cuda_masked_pairs_chunks(ctx) == 1, "%s: %lld chunks of rows, expected 1", what,
                 (long long)vc_cuda_masked_pairs_chunks(ctx));
-        if (want && c == 0) { /* chunks of two 256-row blocks of output rows, in both passes */
+        if (want && c == 0) { /* chunks of one 256-row block of output rows, in both passes */
           char what_c[300];
-          snprintf(what_c, sizeof what_c, "%s, VOXCONV_MASKED_PAIR_ROWS=300", what);
+          snprintf(what_c, sizeof what_c, "%s, VOXCONV_MASKED_PAIR_ROWS=1", what);
           plan_pair pc;
           const int64_t runs = vc_cuda_masked_pairs_runs(chunked);
           if (pair_build(&pc, chunked, &d, coords, n)) {
             masked_passes(chunked, &pc, &cd, cfg);
             const int64_t blocks = (vc_plan_out_count(pc.gpu) + 255) / 256;
-            CHECK(vc_cuda_masked_pairs_runs(chunked) - runs == want && vc_cuda_masked_pairs_chunks(chunked) == (blocks + 1) / 2,
+            CHECK(vc_cuda_masked_pairs_runs(chunked) - runs == want && vc_cuda_masked_pairs_chunks(chunked) == blocks,
                   "%s: %lld pairs-form calls, the last in %lld chunks; expected %d, %lld", what_c,
                   (long long)(vc_cuda_masked_pairs_runs(chunked) - runs), (long long)vc_cuda_masked_pairs_chunks(chunked),
-                  want, (long long)(blocks + 1) / 2);
+                  want, (long long)blocks);
           }
           pair_free(&pc);
         }
@@ -1095,6 +1102,30 @@ static void test_masked_pairs(void) {
         data_free(&cd);
       }
     pair_free(&pd);
+    pair_free(&pp);
+    free(coords);
+  }
+  if (ctx) { /* no outputs: sites at 10 and beyond, outputs only at 0 (reached from 0 .. 2) */
+    const int64_t n = 1000;
+    int32_t *coords = coords_for(n, 2);
+    for (int64_t i = 0; i < n; i++)
+      for (int a = 1; a < 4; a++) coords[4 * i + a] += 10;
+    vc_conv_desc d;
+    vc_conv_desc_init(&d, VC_CONV_SPARSE, 3, 1, 0, 1);
+    d.output_bound[0] = d.output_bound[1] = d.output_bound[2] = 1;
+    plan_pair pp;
+    if (pair_build(&pp, ctx, &d, coords, n)) {
+      CHECK(vc_plan_out_count(pp.gpu) == 0, "no-output plan: %lld outputs", (long long)vc_plan_out_count(pp.gpu));
+      conv_data cd;
+      data_make(&cd, pp.cpu, 264, 264, VC_DTYPE_F16);
+      data_reference(&cd, pp.cpu, ALL_PASSES);
+      const int64_t before = vc_cuda_masked_pairs_runs(ctx);
+      masked_passes(ctx, &pp, &cd, cfg);
+      CHECK(vc_cuda_masked_pairs_runs(ctx) - before == 1 && vc_cuda_masked_pairs_chunks(ctx) == 0,
+            "no-output plan: %lld pairs-form calls, the last in %lld chunks; expected its dgrad, 0",
+            (long long)(vc_cuda_masked_pairs_runs(ctx) - before), (long long)vc_cuda_masked_pairs_chunks(ctx));
+      data_free(&cd);
+    }
     pair_free(&pp);
     free(coords);
   }

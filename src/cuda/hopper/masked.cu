@@ -201,24 +201,36 @@ typedef struct mk_ptile {
   int64_t j0; /* the first */
 } mk_ptile;
 
-/* The table's entries: chunks x offsets. */
-__device__ static __forceinline__ int mk_pair_entries(const imp_args &p) {
-  return (int)((p.pblocks + p.pchunk - 1) / p.pchunk) * p.K;
-}
+/* The table's entries: chunks x offsets (the host's count, within MK_PT_MAX). */
+__device__ static __forceinline__ int mk_pair_entries(const imp_args &p) { return p.pentries; }
 
-/* Pair indices [*j0, *j1) of entry e (chunk c, offset r). */
+/* Pair indices [*j0, *j1) of entry e (chunk c, offset r); the first chunk starts, and the
+ * last ends, where the offset's list does (one chunk: two loads from one line, as before
+ * the chunks). */
 __device__ static __forceinline__ void mk_pair_range(const imp_args &p, int e, int64_t *j0, int64_t *j1) {
   const int c = e / p.K, r = e - c * p.K;
   const int64_t b0 = (int64_t)c * p.pchunk, b1 = b0 + p.pchunk, *st = p.pair_start + (int64_t)r * p.pblocks;
-  *j0 = st[b0], *j1 = b1 < p.pblocks ? st[b1] : p.offsets[r + 1];
+  *j0 = c == 0 ? p.offsets[r] : st[b0], *j1 = b1 < p.pblocks ? st[b1] : p.offsets[r + 1];
 }
 
-/* ts from the plan's pair starts, by every thread of the CTA: each entry's tile count (the
- * loads strided over the threads, all in flight together), then a scan over contiguous
- * runs of entries, one a thread. Ends with the counts turned into ts[1 .. E] by each thread
- * for its run; the caller's barrier publishes them. */
+/* ts from the plan's pair starts; the caller's barrier publishes it. Up to 32 entries (one
+ * chunk: suite S RES 16 and 32, whose kernels run ~70-130 us) warp 0 alone, a lane an
+ * entry, with no barrier of its own, as the table was built before the chunks. Else every
+ * thread of the CTA: each entry's tile count (the entries strided over the threads, so a
+ * thread's loads are independent of each other), then a scan over contiguous runs of
+ * entries, one a thread, whose counts each thread turns into ts[1 .. E] for its run. */
 __device__ static __forceinline__ void mk_pair_table(const imp_args &p, int32_t *ts, int32_t *wsum) {
   const int E = mk_pair_entries(p), tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, warp = tid >> 5;
+  if (E <= 32) {
+    if (warp == 0) {
+      int64_t j0 = 0, j1 = 0;
+      if (lane < E) mk_pair_range(p, lane, &j0, &j1);
+      const uint32_t incl = vc_warp_inclusive_sum((uint32_t)((j1 - j0 + MK_BM - 1) / MK_BM), lane);
+      if (lane == 0) ts[0] = 0;
+      if (lane < E) ts[lane + 1] = (int32_t)incl;
+    }
+    return;
+  }
   for (int e = tid; e < E; e += nt) {
     int64_t j0, j1;
     mk_pair_range(p, e, &j0, &j1);
@@ -768,23 +780,25 @@ __global__ static void __launch_bounds__(256) k_mk_tf32_weight(const float *w, f
  * into an fp32 copy of the output with 16-byte L2 reductions (red.global.add.v4.f32): the
  * bias first (vc_cuda_fill_rows_f32), then the conversion to 16 bits (tf32 adds into y
  * itself). Those additions come in a varying order, so it runs only outside
- * VOXCONV_DETERMINISTIC contexts; it needs at most 32 offsets (its tile table is one warp's
- * scan), 128-byte stages and more than 128 columns (its tiles are 256 wide). The tuner
- * offers it where the fp32 copy fits in half of L2, where the reductions resolve. */
+ * VOXCONV_DETERMINISTIC contexts; it needs 128-byte stages and more than 128 columns (its
+ * tiles are 256 wide), and takes at most 32 offsets (the 3x3x3 and 2x2x2 layers it was
+ * measured on). Its tiles run chunk by chunk of rows (mk_ptile_of), so the reductions
+ * resolve in L2 at any size; the tuner offers it as vc_cuda_masked_variants says. */
 
-/* The pairs form's chunks (mk_ptile_of), in VC_PAIR_ROWS blocks of output rows: as many as
- * keep the rows that one chunk's tiles add into (q.rows / n_out of them an output row: the
- * dgrad's written rows are the inputs) within a quarter of L2 in fp32
- * (VOXCONV_MASKED_PAIR_ROWS's rows instead, where set), and the table within MK_PT_MAX. */
+/* The pairs form's chunks (mk_ptile_of), in VC_PAIR_ROWS blocks of output rows (pblocks > 0
+ * of them): one where all the rows it adds into fit in half of L2 in fp32 (the form's first
+ * rule, measured with one chunk at suite S RES 16 and 32); else as many blocks a chunk as
+ * keep one chunk's rows within a quarter of L2 (q.rows / n_out of them an output row: the
+ * dgrad's written rows are the inputs); VOXCONV_MASKED_PAIR_ROWS's rows instead, where set.
+ * Widened where needed so the table's ceil(pblocks / g) K entries fit MK_PT_MAX. */
 static int mk_pair_chunk(const vc_cuda_state *cs, const vc_plan *p, const imp_args &q, int64_t pblocks) {
+  const double row_bytes = (double)q.n_cols * 4.0 * (double)q.rows / (double)(p->n_out > 0 ? p->n_out : 1);
+  const double l2 = (double)cs->l2_bytes;
   int64_t g;
-  if (cs->masked_pair_rows) {
-    g = (cs->masked_pair_rows + VC_PAIR_ROWS - 1) / VC_PAIR_ROWS;
-  } else {
-    const double row_bytes = (double)q.n_cols * 4.0 * (double)q.rows / (double)(p->n_out > 0 ? p->n_out : 1);
-    g = (int64_t)((double)cs->l2_bytes / 4.0 / (row_bytes * VC_PAIR_ROWS));
-  }
-  const int64_t fit = (pblocks * q.K + MK_PT_MAX - 1) / MK_PT_MAX; /* entries: ceil(pblocks / g) K <= MK_PT_MAX */
+  if (cs->masked_pair_rows) g = (cs->masked_pair_rows + VC_PAIR_ROWS - 1) / VC_PAIR_ROWS;
+  else if (row_bytes * (double)p->n_out <= l2 / 2.0) g = pblocks;
+  else g = (int64_t)(l2 / 4.0 / (row_bytes * VC_PAIR_ROWS));
+  const int64_t per = MK_PT_MAX / q.K, fit = (pblocks + per - 1) / per; /* chunks <= per */
   if (g < fit) g = fit;
   if (g < 1) g = 1;
   return (int)(g < pblocks ? g : pblocks);
@@ -800,9 +814,9 @@ static int64_t mk_pair_tiles_max(const vc_plan *p, int64_t chunks) {
 
 /* The call's shape suits the form: columns past 128 (its tiles are 256 wide), at most 32
  * offsets, 128-byte stages, tile numbers of 32 bits (the kernel's table; at most
- * n_pairs / 128 + K tiles). */
+ * n_pairs / 128 + one a table entry). */
 static bool mk_pairs_fit(const vc_plan *p, const imp_args &q) {
-  return q.n_cols > 128 && q.K <= 32 && mk_kb(q.c_red, q.dt) == 128 && p->n_pairs / MK_BM + q.K < INT32_MAX;
+  return q.n_cols > 128 && q.K <= 32 && mk_kb(q.c_red, q.dt) == 128 && p->n_pairs / MK_BM + MK_PT_MAX < INT32_MAX;
 }
 
 /* ... and the context allows it: not deterministic, not VOXCONV_MASKED_FORM=rows. */
@@ -894,12 +908,21 @@ static vc_status mk_pairs_run(vc_context *ctx, const vc_plan *p, imp_args q, con
   float *target = q.dt == VC_DTYPE_F32 ? (float *)y : (float *)((char *)ws + wt_bytes);
   vc_cuda_fill_rows_f32(target, q.rows, q.n_cols, q.bias, (vc_dtype)q.dt, s);
   q.out = target, q.bias = NULL, q.order = NULL, q.blk_mask = NULL, q.tile_order = NULL;
-  q.pair_start = vc_cuda_plan_of(p)->pair_start, q.pblocks = (p->n_out + VC_PAIR_ROWS - 1) / VC_PAIR_ROWS;
-  q.pchunk = mk_pair_chunk(vc_cuda(ctx), p, q, q.pblocks);
   q.n_tiles = (q.n_cols + bn - 1) / bn, q.nsplit = 1;
-  const int64_t chunks = (q.pblocks + q.pchunk - 1) / q.pchunk;
+  /* no pairs (a plan without outputs, or none within reach): the bias alone, no launch */
+  const int64_t pblocks = p->n_pairs > 0 ? (p->n_out + VC_PAIR_ROWS - 1) / VC_PAIR_ROWS : 0;
+  int64_t chunks = 0, units = 0;
+  if (pblocks > 0) {
+    q.pair_start = vc_cuda_plan_of(p)->pair_start, q.pblocks = pblocks;
+    q.pchunk = mk_pair_chunk(vc_cuda(ctx), p, q, pblocks);
+    chunks = (pblocks + q.pchunk - 1) / q.pchunk;
+    if (chunks * q.K > MK_PT_MAX)
+      return vc_fail(ctx, VC_ERR_INTERNAL, "voxconv: the pairs form's table needs %lld entries (at most %d)",
+                     (long long)(chunks * q.K), MK_PT_MAX);
+    q.pentries = (int)(chunks * q.K);
+    units = mk_pair_tiles_max(p, chunks) * q.n_tiles;
+  }
   __atomic_store_n(&vc_cuda(ctx)->pairs_chunks, chunks, __ATOMIC_RELAXED);
-  const int64_t units = p->n_pairs > 0 ? mk_pair_tiles_max(p, chunks) * q.n_tiles : 0;
   const int64_t grid = units < vc_cuda(ctx)->n_sm ? units : vc_cuda(ctx)->n_sm;
   if (units > 0)
     mk_pair_kernels[q.mode == MODE_DGRAD][vc_cuda_dt_index(q.dt)]<<<
