@@ -172,13 +172,19 @@ __device__ static __forceinline__ int32_t gather_row(const imp_args &p, const in
  * in row blocks c/S .. (c+1)/S of the VC_PAIR_ROWS-row blocks: the same output rows for
  * every offset, so the CTAs of a chunk read the same dy rows, and x rows around them. Else
  * chunk c holds the share c/S .. (c+1)/S of each list. chunk_range: chunk c of offset r. */
+/* Pairs [*j0, *j1) of offset r whose output rows lie in row blocks [b0, b1) of p.pair_start's
+ * nb (the wgrad's chunks, hopper/masked.cu's pairs form's); blocks past nb end the list. */
+__device__ static __forceinline__ void pair_block_range(const imp_args &p, int r, int64_t nb, int64_t b0, int64_t b1,
+                                                        int64_t *j0, int64_t *j1) {
+  const int64_t *st = p.pair_start + (int64_t)r * nb, hi = p.offsets[r + 1];
+  *j0 = b0 < nb ? st[b0] : hi, *j1 = b1 < nb ? st[b1] : hi;
+}
 __device__ static __forceinline__ void chunk_range(const imp_args &p, int r, int64_t c, int64_t *j0, int64_t *j1) {
-  const int64_t lo = p.offsets[r], hi = p.offsets[r + 1];
   if (p.pair_start) {
-    const int64_t nb = (p.rows + VC_PAIR_ROWS - 1) / VC_PAIR_ROWS, b0 = c * nb / p.nsplit, b1 = (c + 1) * nb / p.nsplit;
-    const int64_t *st = p.pair_start + (int64_t)r * nb;
-    *j0 = b0 < nb ? st[b0] : hi, *j1 = b1 < nb ? st[b1] : hi;
+    const int64_t nb = (p.rows + VC_PAIR_ROWS - 1) / VC_PAIR_ROWS;
+    pair_block_range(p, r, nb, c * nb / p.nsplit, (c + 1) * nb / p.nsplit, j0, j1);
   } else {
+    const int64_t lo = p.offsets[r], hi = p.offsets[r + 1];
     *j0 = lo + c * (hi - lo) / p.nsplit, *j1 = lo + (c + 1) * (hi - lo) / p.nsplit;
   }
 }

@@ -201,26 +201,22 @@ typedef struct mk_ptile {
   int64_t j0; /* the first */
 } mk_ptile;
 
-/* The table's entries: chunks x offsets (the host's count, within MK_PT_MAX). */
-__device__ static __forceinline__ int mk_pair_entries(const imp_args &p) { return p.pentries; }
-
-/* Pair indices [*j0, *j1) of entry e (chunk c, offset r); the first chunk starts, and the
- * last ends, where the offset's list does (one chunk: two loads from one line, as before
- * the chunks). */
+/* Pair indices [*j0, *j1) of entry e (chunk c, offset r); p.pentries entries in all. */
 __device__ static __forceinline__ void mk_pair_range(const imp_args &p, int e, int64_t *j0, int64_t *j1) {
   const int c = e / p.K, r = e - c * p.K;
-  const int64_t b0 = (int64_t)c * p.pchunk, b1 = b0 + p.pchunk, *st = p.pair_start + (int64_t)r * p.pblocks;
-  *j0 = c == 0 ? p.offsets[r] : st[b0], *j1 = b1 < p.pblocks ? st[b1] : p.offsets[r + 1];
+  const int64_t b0 = (int64_t)c * p.pchunk;
+  pair_block_range(p, r, p.pblocks, b0, b0 + p.pchunk, j0, j1);
 }
 
 /* ts from the plan's pair starts; the caller's barrier publishes it. Up to 32 entries (one
- * chunk: suite S RES 16 and 32, whose kernels run ~70-130 us) warp 0 alone, a lane an
- * entry, with no barrier of its own, as the table was built before the chunks. Else every
- * thread of the CTA: each entry's tile count (the entries strided over the threads, so a
- * thread's loads are independent of each other), then a scan over contiguous runs of
- * entries, one a thread, whose counts each thread turns into ts[1 .. E] for its run. */
+ * chunk of up to 32 offsets) warp 0 alone, a lane an entry, with no barrier of its own: the
+ * CTA-wide version below made the pairs kernels 0.2-1.0 % slower at suite S RES 16 and 32
+ * (ncu, two rounds; bench/NOTES.md, session 27). Else every thread of the CTA: each
+ * entry's tile count (the entries strided over the threads, so a thread's loads are
+ * independent of each other), then a scan over contiguous runs of entries, one a thread,
+ * whose counts each thread turns into ts[1 .. E] for its run. */
 __device__ static __forceinline__ void mk_pair_table(const imp_args &p, int32_t *ts, int32_t *wsum) {
-  const int E = mk_pair_entries(p), tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, warp = tid >> 5;
+  const int E = p.pentries, tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, warp = tid >> 5;
   if (E <= 32) {
     if (warp == 0) {
       int64_t j0 = 0, j1 = 0;
@@ -252,7 +248,7 @@ __device__ static __forceinline__ void mk_pair_table(const imp_args &p, int32_t 
 /* Tile t: its entry is the last e with ts[e] <= t (entries without pairs have no tiles:
  * ts[e] == ts[e + 1]). */
 __device__ static __forceinline__ mk_ptile mk_ptile_of(const imp_args &p, const int32_t *ts, int64_t t) {
-  int lo = 0, hi = mk_pair_entries(p);
+  int lo = 0, hi = p.pentries;
   while (hi - lo > 1) {
     const int mid = (lo + hi) >> 1;
     if (ts[mid] <= t) lo = mid;
@@ -328,7 +324,7 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
   const uint32_t sA = ring.a, sB = ring.b, full = ring.full, empty = ring.empty;
   const int es = dt == VC_DTYPE_F32 ? 4 : 2, bk = mk_bk(dt, kb); /* element bytes, values a stage row */
   const int nkc = (int)((p.c_red + bk - 1) / bk);
-  const int64_t units = (pairs ? pts[mk_pair_entries(p)] : (p.rows + MK_BM - 1) / MK_BM) * p.n_tiles * p.nsplit;
+  const int64_t units = (pairs ? pts[p.pentries] : (p.rows + MK_BM - 1) / MK_BM) * p.n_tiles * p.nsplit;
 
   if (wg < np) { /* ---- producers ---- */
     hp_producer_regs();
@@ -785,19 +781,21 @@ __global__ static void __launch_bounds__(256) k_mk_tf32_weight(const float *w, f
  * measured on). Its tiles run chunk by chunk of rows (mk_ptile_of), so the reductions
  * resolve in L2 at any size; the tuner offers it as vc_cuda_masked_variants says. */
 
+/* The fp32 rows the pairs form adds into (the pass's output rows) fit in half of L2. */
+static bool mk_pairs_in_l2(const vc_cuda_state *cs, const imp_args &q) { return q.rows * q.n_cols * 4 <= cs->l2_bytes / 2; }
+
 /* The pairs form's chunks (mk_ptile_of), in VC_PAIR_ROWS blocks of output rows (pblocks > 0
- * of them): one where all the rows it adds into fit in half of L2 in fp32 (the form's first
- * rule, measured with one chunk at suite S RES 16 and 32); else as many blocks a chunk as
- * keep one chunk's rows within a quarter of L2 (q.rows / n_out of them an output row: the
- * dgrad's written rows are the inputs); VOXCONV_MASKED_PAIR_ROWS's rows instead, where set.
- * Widened where needed so the table's ceil(pblocks / g) K entries fit MK_PT_MAX. */
+ * of them): one where the rows it adds into fit in half of L2 (mk_pairs_in_l2: the form's
+ * first rule, measured with one chunk at suite S RES 16 and 32); else as many blocks a
+ * chunk as keep one chunk's rows within a quarter of L2 (q.rows / n_out of them an output
+ * row: the dgrad's written rows are the inputs); VOXCONV_MASKED_PAIR_ROWS's rows instead,
+ * where set. Widened where needed so the table's ceil(pblocks / g) K entries fit MK_PT_MAX. */
 static int mk_pair_chunk(const vc_cuda_state *cs, const vc_plan *p, const imp_args &q, int64_t pblocks) {
-  const double row_bytes = (double)q.n_cols * 4.0 * (double)q.rows / (double)(p->n_out > 0 ? p->n_out : 1);
-  const double l2 = (double)cs->l2_bytes;
   int64_t g;
   if (cs->masked_pair_rows) g = (cs->masked_pair_rows + VC_PAIR_ROWS - 1) / VC_PAIR_ROWS;
-  else if (row_bytes * (double)p->n_out <= l2 / 2.0) g = pblocks;
-  else g = (int64_t)(l2 / 4.0 / (row_bytes * VC_PAIR_ROWS));
+  else if (mk_pairs_in_l2(cs, q)) g = pblocks;
+  else /* bytes of a block of output rows: n_out > 0 where there are blocks */
+    g = (int64_t)((double)cs->l2_bytes / 4.0 / ((double)(q.rows * q.n_cols * 4) / (double)p->n_out * VC_PAIR_ROWS));
   const int64_t per = MK_PT_MAX / q.K, fit = (pblocks + per - 1) / per; /* chunks <= per */
   if (g < fit) g = fit;
   if (g < 1) g = 1;
@@ -861,7 +859,7 @@ extern "C" int vc_cuda_masked_variants(const vc_plan *p, const vc_conv_args *a, 
   const int heur = mk_shape_of(cs, q.rows, q.n_cols, q.c_red, q.K, q.dt, true, 0).nsplit;
   const int splits[5] = {1, 2, 4, 8, heur};
   int n = 0;
-  if (mk_pairs_fit(p, q) && (q.dt == VC_DTYPE_F32 || q.rows * q.n_cols * 4 <= cs->l2_bytes / 2)) {
+  if (mk_pairs_fit(p, q) && (q.dt == VC_DTYPE_F32 || mk_pairs_in_l2(cs, q))) {
     if (p->ctx->deterministic) *restricted = true;
     else out[n++] = MK_PAIRS_VARIANT;
   }
