@@ -69,10 +69,17 @@
  * pipeline's) of 27 x 129 words fit beside the 192 KB ring; tiles meeting more read the map
  * directly. */
 #define MK_GTAB 27
+/* The pairs form's epilogue stages each consumer warp's products, 8 rows x 32 columns at a
+ * time, in rows of 40 floats (the 8 of padding put a half-warp's 8-byte writes of 4 rows on
+ * distinct banks): MK_RS floats for the 8 warps, at word MK_RS_AT of the gather tables
+ * (16-byte aligned), their last space. */
+#define MK_RS_ROW 40
+#define MK_RS (8 * 8 * MK_RS_ROW)
+#define MK_RS_AT ((2 * MK_GTAB * GTAB_STRIDE(MK_BM) - MK_RS) & ~3)
 /* Entries the pairs form's tile table holds at most (plus ts[0]): it takes the two gather
- * tables' space past the form's own two rows (mk_body); the host widens the form's chunks
- * to stay within it. */
-#define MK_PT_MAX (2 * (MK_GTAB - 1) * GTAB_STRIDE(MK_BM) - 1)
+ * tables' space between the form's own two rows and the epilogue's staging (mk_body); the
+ * host widens the form's chunks to stay within it. */
+#define MK_PT_MAX (MK_RS_AT - 2 * GTAB_STRIDE(MK_BM) - 1)
 
 /* Bytes of reduction values a stage row holds for c_red channels of dtype dt: 64 where all
  * of them fit in 64 bytes (32 16-bit channels: half the copies and MMAs of a half-empty
@@ -305,13 +312,13 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
    * the unit's and the next unit's, or each pipeline's */
   __shared__ int32_t rowid[2][MK_BM];
   __shared__ int16_t act[2][MAX_K];
-  __shared__ int32_t gtab[2][MK_GTAB * GTAB_STRIDE(MK_BM)];
+  __shared__ __align__(16) int32_t gtab[2][MK_GTAB * GTAB_STRIDE(MK_BM)];
   __shared__ int n_act[2], last[2];
   __shared__ float sbias[2][256]; /* the unit's bias columns, by unit parity (each pipeline's half) */
   __shared__ int32_t wsum[32];
   /* gather table u (GT(u)) is gtab[u], or in the pairs form (tiles of one offset) row u of
    * gtab[0]; the pairs form's tile table, published by hp_ring_init's barrier, takes the
-   * space after those two rows, through gtab[1] */
+   * space after those two rows, up to its epilogue's staging (MK_RS_AT) */
 #define GT(u) (pairs ? gtab[0] + (u) * GTAB_STRIDE(MK_BM) : gtab[u])
   int32_t *const pts = &gtab[0][0] + 2 * GTAB_STRIDE(MK_BM);
   if (pairs) mk_pair_table(p, pts, wsum);
@@ -450,12 +457,13 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
       uint32_t uni = 0, live[2] = {0u, 0u};
       bool skips;
       int32_t prow[2] = {-1, -1}; /* the pairs form: this thread's two rows' written rows */
+      int pn = 0;                 /* and the tile's pairs */
       if (pairs) {
         /* one offset (bit 0); the second 64 rows of a tile of at most 64 pairs skip it. The
          * written rows are loaded now: their latency hides behind the main loop. */
         const mk_ptile pg = mk_ptile_of(p, pts, w.m0 / MK_BM);
         const int i0 = blk0 * 64 + warp * 16 + (lane >> 2);
-        na = 1, uni = 1u, live[0] = blk0 * 64 < pg.n, skips = pg.n <= 64;
+        na = 1, uni = 1u, live[0] = blk0 * 64 < pg.n, skips = pg.n <= 64, pn = pg.n;
 #pragma unroll
         for (int h = 0; h < 2; h++)
           if (i0 + 8 * h < pg.n) prow[h] = mk_write_list(p)[pg.j0 + i0 + 8 * h];
@@ -475,24 +483,41 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
                  b_kmajor ? HP_KK : HP_KMN, skips ? uni : 0u, live, nb, nkc, it0, 0u, 0u);
 
       if (pairs) {
-        /* out[row, n .. n + 3] += the products, one 16-byte L2 reduction each: lanes 2i and
-         * 2i + 1 hold columns c, c + 1 and c + 2, c + 3 of the fragment's two rows; they
-         * swap a row's pair so the even lane holds row 0's four and the odd lane row 1's */
-        const int odd = lane & 1;
+        /* out[row, n .. n + 3] += the products, one 16-byte L2 reduction a lane, each
+         * instruction 4 rows x 128 bytes: a fragment's quad holds 2 rows x 8 columns, so
+         * straight from it an instruction met 16 rows x 32 bytes, four times the L2 requests
+         * (ncu, suite S RES 16 f16 forward: 65 -> 56 us with the 4-row pattern). Each warp
+         * stages 8 rows x 32 columns at a time in shared memory: half h of its 16 rows,
+         * written as fragments, read as 4 consecutive columns a lane. */
+        if (blk0 * 64 + warp * 16 >= pn) continue; /* none of this warp's rows has a pair */
+        float *rs = (float *)&gtab[0][0] + MK_RS_AT + (cw * 4 + warp) * 8 * MK_RS_ROW;
+        const int q4 = lane & 3, rr = lane >> 3, c4 = 4 * (lane & 7);
+        int32_t xrow[2][2]; /* the written rows of read rows rr and 4 + rr of half h */
 #pragma unroll
-        for (int j = 0; j < bn / 8; j++) {
-          const float *f = acc + 4 * j;
-          const float s0 = odd ? f[0] : f[2], s1 = odd ? f[1] : f[3];
-          const float r0 = __shfl_xor_sync(0xffffffffu, s0, 1), r1 = __shfl_xor_sync(0xffffffffu, s1, 1);
-          const int64_t n = w.n0 + 8 * j + 2 * (lane & 3) - 2 * odd;
-          const int32_t row = odd ? prow[1] : prow[0];
-          if (n < p.n_cols && row >= 0) {
-            const float v0 = odd ? r0 : f[0], v1 = odd ? r1 : f[1], v2 = odd ? f[2] : r0, v3 = odd ? f[3] : r1;
-            asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"((float *)p.out + (int64_t)row * p.n_cols + n),
-                         "f"(v0), "f"(v1), "f"(v2), "f"(v3)
-                         : "memory");
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+          for (int i = 0; i < 2; i++) xrow[h][i] = __shfl_sync(0xffffffffu, prow[h], 4 * (4 * i + rr));
+#pragma unroll
+        for (int jc = 0; jc < bn / 32; jc++)
+#pragma unroll
+          for (int h = 0; h < 2; h++) {
+#pragma unroll
+            for (int jj = 0; jj < 4; jj++) {
+              const float *f = acc + 4 * (4 * jc + jj) + 2 * h;
+              *(float2 *)(rs + (lane >> 2) * MK_RS_ROW + 8 * jj + 2 * q4) = make_float2(f[0], f[1]);
+            }
+            __syncwarp();
+            const int64_t n = w.n0 + 32 * jc + c4;
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+              const float4 v = *(const float4 *)(rs + (4 * i + rr) * MK_RS_ROW + c4);
+              if (n < p.n_cols && xrow[h][i] >= 0) /* n_cols % 4 == 0 on the fast path */
+                asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"((float *)p.out + (int64_t)xrow[h][i] * p.n_cols + n),
+                             "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
+                             : "memory");
+            }
+            __syncwarp();
           }
-        }
         continue;
       }
       if (p.bias) vc_named_barrier(cbar, cpp); /* sb written */
