@@ -80,6 +80,8 @@
  * tables' space between the form's own two rows and the epilogue's staging (mk_body); the
  * host widens the form's chunks to stay within it. */
 #define MK_PT_MAX (MK_RS_AT - 2 * GTAB_STRIDE(MK_BM) - 1)
+static_assert(MK_RS_AT + MK_RS <= 2 * MK_GTAB * GTAB_STRIDE(MK_BM) && MK_PT_MAX >= 32,
+              "the pairs form's staging must fit in the gather tables and leave the table a chunk of offsets");
 
 /* Bytes of reduction values a stage row holds for c_red channels of dtype dt: 64 where all
  * of them fit in 64 bytes (32 16-bit channels: half the copies and MMAs of a half-empty
@@ -604,6 +606,7 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
     static_assert((pipes) == 1 || (HP_NP(bn) == 2 && MK_STAGES(bn, kb, true) % 2 == 0 &&                   \
                                    MK_STAGES(bn, kb, false) % 2 == 0 && (bn) <= 128),                       \
                   "two pipelines need two producer warpgroups, an even ring and BN <= 128");                \
+    static_assert(!(pairs) || (pipes) == 1, "the pairs form's epilogue stages one pipeline's 8 warps");         \
     mk_body(p, &bmap, part, cnt, mode, dt, bn, kb, HP_NP(bn), pipes, pairs);                                 \
   }
 #define MK_KERNELS(bn, kb, pipes, pairs, sfx)                                                    \
