@@ -342,9 +342,8 @@ VC_API vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, cons
  * where a layer would have too many chunks for the kernel's table (its tiles run chunk by
  * chunk, so their additions stay in L2; else one chunk where the rows it adds into fit in
  * half of L2 in fp32, and chunks of a quarter of L2's worth beyond). Any of
- * VOXCONV_MASKED_BN, _SPLIT and _FORM leaves the forward and backward-data
- * with no tile shapes to tune. Another value of any of them fails with
- * VC_ERR_INVALID_ARGUMENT. */
+ * VOXCONV_MASKED_BN, _SPLIT and _FORM leaves the forward and backward-data with no tile
+ * shapes to tune. Another value of any of them fails with VC_ERR_INVALID_ARGUMENT. */
 
 /* The algorithm VC_ALGO_AUTO (or the forced a->algo) runs for this pass now.
  * Errors: VC_ERR_INVALID_ARGUMENT, VC_ERR_UNSUPPORTED (forced algo not in this backend). */

@@ -11,6 +11,13 @@ static vc_status use_device(vc_context *ctx) {
   return VC_OK;
 }
 
+/* A knob's decimal value in [lo, hi], the whole string: *v, true; else false. */
+static bool env_in_range(const char *text, long long lo, long long hi, long long *v) {
+  char *end = NULL;
+  *v = strtoll(text, &end, 10);
+  return !*end && *v >= lo && *v <= hi;
+}
+
 static vc_status cuda_context_init(vc_context *ctx) {
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
@@ -43,10 +50,9 @@ static vc_status cuda_context_init(vc_context *ctx) {
       return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "vc_context_create: VOXCONV_MASKED_BN = \"%s\"; use 64, 96, 128 or 256", bn);
   }
   const char *sp = getenv("VOXCONV_MASKED_SPLIT");
+  long long v = 0;
   if (sp && *sp) {
-    char *end = NULL;
-    const long v = strtol(sp, &end, 10);
-    if (*end || v < 1 || v > 16)
+    if (!env_in_range(sp, 1, 16, &v))
       return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "vc_context_create: VOXCONV_MASKED_SPLIT = \"%s\"; use 1 to 16", sp);
     st->masked_split = (int)v;
   }
@@ -70,9 +76,7 @@ static vc_status cuda_context_init(vc_context *ctx) {
   }
   const char *pr = getenv("VOXCONV_MASKED_PAIR_ROWS");
   if (pr && *pr) {
-    char *end = NULL;
-    const long long v = strtoll(pr, &end, 10);
-    if (*end || v < 1 || v > (1LL << 30))
+    if (!env_in_range(pr, 1, 1LL << 30, &v))
       return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT, "vc_context_create: VOXCONV_MASKED_PAIR_ROWS = \"%s\"; use 1 to 2^30", pr);
     st->masked_pair_rows = v;
   }

@@ -166,12 +166,6 @@ __device__ static __forceinline__ int32_t gather_row(const imp_args &p, const in
   return map_row(p, rowid, col, m);
 }
 
-/* The chunk-major wgrads (hopper/wgrad.cu, narrow.cu): every offset's pair list is cut into
- * p.nsplit chunks; unit u (offsets fastest) is chunk *c of offset *r, pairs [*j0, *j1). With
- * p.pair_start (and p.rows the output rows), chunk c holds the pairs whose output rows are
- * in row blocks c/S .. (c+1)/S of the VC_PAIR_ROWS-row blocks: the same output rows for
- * every offset, so the CTAs of a chunk read the same dy rows, and x rows around them. Else
- * chunk c holds the share c/S .. (c+1)/S of each list. chunk_range: chunk c of offset r. */
 /* Pairs [*j0, *j1) of offset r whose output rows lie in row blocks [b0, b1) of p.pair_start's
  * nb (the wgrad's chunks, hopper/masked.cu's pairs form's); blocks past nb end the list. */
 __device__ static __forceinline__ void pair_block_range(const imp_args &p, int r, int64_t nb, int64_t b0, int64_t b1,
@@ -179,6 +173,13 @@ __device__ static __forceinline__ void pair_block_range(const imp_args &p, int r
   const int64_t *st = p.pair_start + (int64_t)r * nb, hi = p.offsets[r + 1];
   *j0 = b0 < nb ? st[b0] : hi, *j1 = b1 < nb ? st[b1] : hi;
 }
+
+/* The chunk-major wgrads (hopper/wgrad.cu, narrow.cu): every offset's pair list is cut into
+ * p.nsplit chunks; unit u (offsets fastest) is chunk *c of offset *r, pairs [*j0, *j1). With
+ * p.pair_start (and p.rows the output rows), chunk c holds the pairs whose output rows are
+ * in row blocks c/S .. (c+1)/S of the VC_PAIR_ROWS-row blocks: the same output rows for
+ * every offset, so the CTAs of a chunk read the same dy rows, and x rows around them. Else
+ * chunk c holds the share c/S .. (c+1)/S of each list. chunk_range: chunk c of offset r. */
 __device__ static __forceinline__ void chunk_range(const imp_args &p, int r, int64_t c, int64_t *j0, int64_t *j1) {
   if (p.pair_start) {
     const int64_t nb = (p.rows + VC_PAIR_ROWS - 1) / VC_PAIR_ROWS;
