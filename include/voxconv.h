@@ -298,9 +298,10 @@ VC_API vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, cons
  * operands and output (and wgrad's workspace) are 16-byte aligned and row x channel chunk
  * indices fit 32 bits; otherwise it runs VC_ALGO_IMPLICIT's kernels. With f32 storage and
  * VC_MATH_TF32 it runs forward and backward-data on tf32 wgmma under the same conditions
- * (backward-data also needs an aligned workspace: it holds the weight transposed, K x Ci x
- * Co x 4 bytes); the tensor cores truncate the features (and the forward's weight) to tf32,
- * about 7e-4 relative error where cuBLAS's rounding gives about 3e-4. Its tf32
+ * (backward-data in row tiles also needs an aligned workspace: it holds the weight
+ * transposed, K x Ci x Co x 4 bytes; the pairs form below reads it as stored); the
+ * tensor cores truncate the features (and the forward's weight) to tf32, about 7e-4
+ * relative error where cuBLAS's rounding gives about 3e-4. Its tf32
  * backward-weight (same conditions, aligned workspace) splits every x and dy value into a
  * bf16 pair, hi + lo, held in the workspace ((N_in x Ci + N_out x Co) x 4 bytes), and adds
  * three bf16 wgmma products, hi x hi + hi x lo + lo x hi: more accurate than tf32 (the

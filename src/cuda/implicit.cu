@@ -395,8 +395,9 @@ extern "C" size_t vc_cuda_implicit_workspace(const vc_plan *p, const vc_conv_arg
   size_t own = imp_layout(p, a, pass, NULL, NULL);
   const size_t narrow = vc_cuda_narrow_workspace(p, imp_shape(p, a, pass));
   if (narrow > own) own = narrow;
-  /* masked's forward and dgrad hold split partials where they split (and tf32's dgrad its
-   * transposed weight); its wgrad split slices (and tf32's its bf16 split of x and dy) */
+  /* masked's forward and dgrad hold split partials where they split (and the row tiles' tf32
+   * dgrad its transposed weight); its wgrad split slices (and tf32's its bf16 split of x and
+   * dy) */
   const bool masked = a->algo == VC_ALGO_MASKED && vc_cuda(p->ctx)->masked && vc_cuda_masked_kernels(a);
   const size_t masked_ws = !masked                              ? 0
                            : pass == VC_PASS_BACKWARD_WEIGHT ? vc_cuda_masked_wgrad_workspace(p, a, variant)
@@ -449,10 +450,12 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
                     (p->n_in > p->n_out ? p->n_in : p->n_out) * (q.ci > q.co ? q.ci : q.co) / 8 < (int64_t)NONE &&
                     q.co * q.K * q.ci / 8 < (int64_t)NONE;
 
-  /* VC_ALGO_MASKED's Hopper kernels (16-bit: every pass; tf32: forward, and dgrad and wgrad
-   * with an aligned workspace for the transposed weight or the split operands); where they
-   * do not apply it runs the ones below */
-  const bool tf32 = !tc && shape16 && (q.mode == MODE_FWD || vc_aligned16(ws));
+  /* VC_ALGO_MASKED's Hopper kernels (16-bit: every pass; tf32: forward, the pairs form's
+   * dgrad, and dgrad and wgrad with an aligned workspace for the row tiles' transposed
+   * weight or the split operands); where they do not apply it runs the ones below */
+  const bool tf32 = !tc && shape16 &&
+                    (q.mode == MODE_FWD || vc_aligned16(ws) ||
+                     (q.mode == MODE_DGRAD && vc_cuda(ctx)->masked && vc_cuda_masked_workspace(p, a, pass, variant) == 0));
   const bool use_masked =
       (fast || tf32) && vc_cuda(ctx)->masked && vc_cuda_masked_kernels(a) && a->algo == VC_ALGO_MASKED;
   if (!fast && !use_masked && vc_cuda_narrow_applies(q)) { /* a few reduction channels */

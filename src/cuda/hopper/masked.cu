@@ -39,10 +39,11 @@
  *
  * dgrad is the same kernel on the reversed map. Its B_r[n = ci][k = co] is the weight as
  * stored, ci contiguous: an MN-major operand, copied as ceil(BN / 64) atoms of 64 ci x KB / 2
- * co. tf32
- * wgmma takes K-major operands only, so a tf32 dgrad first transposes the weight into the
- * workspace (w[co][K][ci] -> [ci][K][co], K x Ci x Co x 4 bytes) and then reads it like the
- * forward; that copy rounds the weight to tf32. The gathered rows, and the forward's
+ * co. tf32 wgmma takes K-major shared operands only, so the row tiles' tf32 dgrad first
+ * transposes the weight into the workspace (w[co][K][ci] -> [ci][K][co], K x Ci x Co x 4
+ * bytes) and then reads it like the forward; that copy rounds the weight to tf32. The pairs
+ * form's tf32 dgrad needs no copy: it multiplies transposed, the weight from registers
+ * (mk_consume_swapped), rounded there. The gathered rows, and the forward's
  * weight, reach the tensor cores as stored, which truncate them to tf32: about 7e-4
  * relative error against 2.6e-4 for cuBLAS's rounded tf32 (bench/NOTES.md measures the
  * alternatives: rounding the rows in shared memory cost 8-10 %, a rounded copy of a large
@@ -93,8 +94,16 @@ static inline int mk_kb(int64_t c_red, int dt) {
 }
 /* Reduction values a stage row of kb bytes holds. */
 __host__ __device__ static inline int mk_bk(int dt, int kb) { return dt == VC_DTYPE_F32 ? kb / 4 : kb / 2; }
-/* B is K-major (one TMA box a stage) in the forward and in tf32's dgrad (transposed weight). */
-__host__ __device__ static inline bool mk_b_kmajor(int mode, int dt) { return mode == MODE_FWD || dt == VC_DTYPE_F32; }
+/* The pairs form's tf32 dgrad multiplies swapped (mk_consume_swapped): the weight is its A,
+ * from registers, read as stored. */
+__host__ __device__ static inline bool mk_swapped(int mode, int dt, bool pairs) {
+  return pairs && mode == MODE_DGRAD && dt == VC_DTYPE_F32;
+}
+/* B is K-major (one TMA box a stage) in the forward and in the row tiles' tf32 dgrad
+ * (transposed weight); else the weight as stored, in 128-byte-wide MN-major atoms. */
+__host__ __device__ static inline bool mk_b_kmajor(int mode, int dt, bool pairs) {
+  return mode == MODE_FWD || (dt == VC_DTYPE_F32 && !mk_swapped(mode, dt, pairs));
+}
 
 #ifdef VC_SM90A
 /* A work unit: one split of one tile (128 rows x bn columns). */
@@ -286,6 +295,71 @@ __device__ static __forceinline__ void mk_pair_gtab(const imp_args &p, const mk_
   }
   if (ahead) vc_cp_async_commit();
 }
+/* The swapped main loop of the pairs form's tf32 dgrad. tf32 wgmma reads shared operands
+ * K-major only, and the weight is stored ci-contiguous (MN-major for a dgrad, which reduces
+ * over co); the row tiles transpose it first (k_mk_tf32_weight: a read and a write of
+ * every weight, 76 us a layer at C = 1024). Here the product runs transposed instead,
+ * dx^T[ci, pair] = sum_co w[co][ci] dy[pair, co]: the gathered dy rows are B (K-major,
+ * as the producers lay them), and the weight is A, loaded from its MN-major atoms into
+ * registers (ld.shared, rounded to tf32 there as the transposed copy rounded it).
+ *
+ * Consumer warpgroup cw takes columns (ci) 128 cw .. + 127 of the tile, as two m64 blocks,
+ * and all 128 pairs (n128); a stage is 32 co, 4 k8 steps. A-fragment rows m and m + 8 (16
+ * w + g + 8 h of block b, g = lane / 4: ptx/wgmma.cuh) are columns 32 w + mk_sw_col(b, g, h)
+ * of cw's 128: warp w holds the 32 columns of atom 4 cw + w, a thread's two are adjacent
+ * (one 8-byte ld.shared a k), and a half-warp's loads (4 k rows t = lane % 4, 4 pairs of
+ * columns) meet 8 distinct chunks of the 128-byte swizzle, both halves of each: 32 banks,
+ * no conflict. Each block's 4 steps are one wgmma group,
+ * one group in flight: a block's registers are rewritten only after the group that read
+ * them has retired, and a slot goes back once both of its groups have. n: 128, or 64 for a
+ * tile of at most 64 pairs (a literal: its first 32 accumulators of each block, the same
+ * fragment positions). */
+__device__ static __forceinline__ int mk_sw_col(int b, int g, int h) {
+  return 4 * (2 * b + (g >> 2) + 4 * (g >> 1 & 1)) + 2 * (g & 1) + h;
+}
+__device__ static __forceinline__ void mk_consume_swapped(float *acc, const hp_ring &r, hp_pos &pos, int n_it, int st,
+                                                          int a_tile, int b_tile, int cw, int n) {
+  const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, g = lane >> 2, t = lane & 3;
+  /* this thread's word in its atom's row t, less the chunk */
+  const uint32_t wb0 = r.b + (uint32_t)(4 * cw + warp) * 4096u + (uint32_t)t * 128u + (uint32_t)(g & 1) * 8u;
+  const uint64_t db0 = vc_wgmma_desc_k(r.a, 128);
+  int s = pos.s, phase = pos.phase, prev = -1;
+  for (int it = 0; it < n_it; it++) {
+    vc_mbar_wait(r.full + 8 * s, phase);
+    vc_fence_proxy_async(); /* the cp.async (generic proxy) writes of B, seen here, to wgmma */
+    const uint32_t wb = wb0 + (uint32_t)(s * b_tile);
+    const uint64_t db = db0 + (uint32_t)(s * a_tile >> 4);
+#pragma unroll
+    for (int b = 0; b < 2; b++) {
+      uint32_t a[4][4];
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+        for (int v1 = 0; v1 < 2; v1++) { /* k row 8 kk + t + 4 v1; its chunk c sits at c ^ (t + 4 v1) */
+          const uint32_t at = wb + (uint32_t)(kk * 1024 + v1 * 512) + (uint32_t)(((mk_sw_col(b, g, 0) >> 2) ^ (t + 4 * v1)) << 4);
+          uint32_t x0, x1;
+          asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(x0), "=r"(x1) : "r"(at) : "memory");
+          asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(a[kk][2 * v1]) : "f"(__uint_as_float(x0)));
+          asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(a[kk][2 * v1 + 1]) : "f"(__uint_as_float(x1)));
+        }
+      vc_wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++)
+        if (n == 64) vc_wgmma_n64_tf32_rk(acc + 64 * b, a[kk], db + (uint32_t)(kk * 2));
+        else vc_wgmma_n128_tf32_rk(acc + 64 * b, a[kk], db + (uint32_t)(kk * 2));
+      vc_wgmma_commit();
+      VC_WGMMA_WAIT(1); /* block 0: the previous stage's last group has retired, its slot goes back */
+      if (b == 0 && prev >= 0 && lane == 0) vc_mbar_arrive(r.empty + 8 * prev);
+    }
+    prev = s;
+    if (++s == st) s = 0, phase ^= 1;
+  }
+  VC_WGMMA_WAIT(0);
+  if (prev >= 0 && lane == 0) vc_mbar_arrive(r.empty + 8 * prev);
+#pragma unroll
+  for (int i = 0; i < 128; i++) vc_reg_fence(acc[i]);
+  pos.s = s, pos.phase = phase;
+}
 #endif
 
 /* p: the pass's arguments with nsplit and n_tiles set; part, cnt: the split partials and
@@ -299,7 +373,7 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
                                                const int mode, const int dt, const int bn, const int kb, const int np,
                                                const int pipes, const bool pairs) {
 #ifdef VC_SM90A
-  const bool b_kmajor = mk_b_kmajor(mode, dt);
+  const bool b_kmajor = mk_b_kmajor(mode, dt, pairs), sw = mk_swapped(mode, dt, pairs);
   const int a_tile = MK_A_TILE(kb), b_tile = MK_B_TILE(bn, kb, b_kmajor);
   const int pt = 128 * np;                            /* producer threads */
   const int st = MK_STAGES(bn, kb, b_kmajor) / pipes; /* a pipeline's stages */
@@ -400,9 +474,9 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
         if (gt == 0) {
           vc_mbar_arrive_expect_tx(full + 8 * s, b_tile);
           if (b_kmajor) vc_tma_load_3d(sB + s * b_tile, bmap, k0, rw, (int)w.n0, full + 8 * s);
-          else
-            for (int x = 0; x < (bn + 63) / 64; x++) /* atom x: ci n0 + 64 x.., co k0.. */
-              vc_tma_load_3d(sB + s * b_tile + x * 64 * kb, bmap, (int)w.n0 + 64 * x, rw, k0, full + 8 * s);
+          else /* atom x: ci n0 + aw x .. (128 bytes of them), co k0 .. k0 + bk - 1 */
+            for (int x = 0, aw = 128 / es; x < (bn + aw - 1) / aw; x++)
+              vc_tma_load_3d(sB + s * b_tile + x * bk * 128, bmap, (int)w.n0 + aw * x, rw, k0, full + 8 * s);
         }
         int32_t row[MK_BM / 16]; /* MK_BM / MR of them used */
         if (tab) {
@@ -466,9 +540,13 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
         const mk_ptile pg = mk_ptile_of(p, pts, w.m0 / MK_BM);
         const int i0 = blk0 * 64 + warp * 16 + (lane >> 2);
         na = 1, uni = 1u, live[0] = blk0 * 64 < pg.n, skips = pg.n <= 64, pn = pg.n;
+        if (sw) { /* swapped: consumer thread ct < MK_BM loads pair ct's, for the epilogue's table */
+          if (ct < pg.n) prow[0] = mk_write_list(p)[pg.j0 + ct];
+        } else {
 #pragma unroll
-        for (int h = 0; h < 2; h++)
-          if (i0 + 8 * h < pg.n) prow[h] = mk_write_list(p)[pg.j0 + i0 + 8 * h];
+          for (int h = 0; h < 2; h++)
+            if (i0 + 8 * h < pg.n) prow[h] = mk_write_list(p)[pg.j0 + i0 + 8 * h];
+        }
       } else {
         for (int wd = 0; wd * 32 < p.K; wd++) na += __popc(uni = tile_mask_word(p, w.m0, MK_BM, wd));
         skips = p.K <= 32 && p.blk_mask;
@@ -481,8 +559,51 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
       float acc[128];
 #pragma unroll
       for (int i = 0; i < nb * bn / 2; i++) acc[i] = 0.0f;
-      hp_consume(acc, ring, pos, it1 - it0, st, a_tile, b_tile, kb, blk0 * 64 * kb, bn, dt,
-                 b_kmajor ? HP_KK : HP_KMN, skips ? uni : 0u, live, nb, nkc, it0, 0u, 0u);
+      if (sw) { /* both consumers multiply all of the tile's pairs (n), half its columns each */
+        if (pn <= 64) mk_consume_swapped(acc, ring, pos, it1 - it0, st, a_tile, b_tile, cw, 64);
+        else mk_consume_swapped(acc, ring, pos, it1 - it0, st, a_tile, b_tile, cw, 128);
+      } else
+        hp_consume(acc, ring, pos, it1 - it0, st, a_tile, b_tile, kb, blk0 * 64 * kb, bn, dt,
+                   b_kmajor ? HP_KK : HP_KMN, skips ? uni : 0u, live, nb, nkc, it0, 0u, 0u);
+
+      if (sw) {
+        /* The swapped products: acc[64 b + 4 j + 2 h + e] is column 32 warp + mk_sw_col(b, g,
+         * h) of cw's 128, pair 8 j + 2 (lane % 4) + e. Each warp stages pairs 8 j .. 8 j + 7
+         * as 8 rows of its 32 columns (row x at word 32 x, column chunk c at chunk c ^ (x / 2):
+         * a half-warp's 8-byte writes of columns h = 0, 1 fill 32 banks, the reads are 16-byte
+         * aligned) and reads them back as 4 consecutive columns a lane: one red.v4
+         * instruction covers 4 rows x 128 bytes, as below. The pairs' written rows come
+         * through sbias (unused by the pairs form: q.bias is NULL), by unit parity. */
+        float *wr = sbias[par];
+        if (ct < MK_BM) wr[ct] = __int_as_float(prow[0]);
+        vc_named_barrier(cbar, cpp);
+        float *rs = (float *)&gtab[0][0] + MK_RS_AT + (cw * 4 + warp) * 8 * MK_RS_ROW;
+        const int g = lane >> 2, t4 = lane & 3, rr = lane >> 3, c4 = lane & 7;
+        const int64_t n = w.n0 + 128 * cw + 32 * warp + 4 * c4;
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+          if (8 * j >= pn) break;
+#pragma unroll
+          for (int b = 0; b < 2; b++)
+#pragma unroll
+            for (int e = 0; e < 2; e++)
+              *(float2 *)(rs + (2 * t4 + e) * 32 + (mk_sw_col(b, g, 0) ^ (4 * t4))) =
+                  make_float2(acc[64 * b + 4 * j + e], acc[64 * b + 4 * j + 2 + e]);
+          __syncwarp();
+#pragma unroll
+          for (int i = 0; i < 2; i++) {
+            const int x = 4 * i + rr;
+            const float4 v = *(const float4 *)(rs + x * 32 + ((4 * c4) ^ (4 * (x >> 1))));
+            const int32_t xr = __float_as_int(wr[8 * j + x]);
+            if (n < p.n_cols && xr >= 0) /* n_cols % 4 == 0 on the fast path */
+              asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"((float *)p.out + (int64_t)xr * p.n_cols + n),
+                           "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
+                           : "memory");
+          }
+          __syncwarp();
+        }
+        continue;
+      }
 
       if (pairs) {
         /* out[row, n .. n + 3] += the products, one 16-byte L2 reduction a lane, each
@@ -715,9 +836,9 @@ static int mk_pipes(const vc_cuda_state *cs, int bn, int kb, int64_t units) {
   return units >= (int64_t)MK_PIPES_UNITS * cs->n_sm ? 2 : 1;
 }
 
-/* Workspace: tf32 dgrad's transposed weight, then partials [tile][split][bn / 2][256] in
- * fp32, then one arrival counter per tile (the pairs form: its fp32 copy of the output
- * instead, mk_pairs_bytes). */
+/* Workspace of the row tiles: tf32 dgrad's transposed weight, then partials
+ * [tile][split][bn / 2][256] in fp32, then one arrival counter per tile (the pairs form: its
+ * fp32 copy of the output alone, mk_pairs_bytes). */
 static size_t mk_weight_bytes(const imp_args &q) {
   return q.mode == MODE_DGRAD && q.dt == VC_DTYPE_F32 ? (size_t)vc_round_up(q.co * q.K * q.ci * 4, 256) : 0;
 }
@@ -728,18 +849,19 @@ static size_t mk_split_bytes(const mk_shape &sh) {
   return sh.nsplit > 1 ? mk_partials_bytes(sh) + (size_t)sh.tiles * 4 : 0;
 }
 
-/* B's tensor map. K-major (forward: the weight w[co][K][ci] as dims {ci, K, co}; tf32 dgrad:
- * its transpose [ci][K][co] as {co, K, ci}): box {bk, 1, bn} lands as bn rows of kb bytes
- * of reduction values, kb-byte swizzled. 16-bit dgrad: w as {ci, K, co}, box {64, 1, bk}
- * lands as one 128-byte-swizzled MN-major atom, bk co rows of 64 ci. */
-static vc_status mk_tensor_map(vc_context *ctx, const imp_args &q, const void *w, int bn, CUtensorMap *map) {
-  const bool km = mk_b_kmajor(q.mode, q.dt);
+/* B's tensor map. K-major (forward: the weight w[co][K][ci] as dims {ci, K, co}; the row
+ * tiles' tf32 dgrad: its transpose [ci][K][co] as {co, K, ci}): box {bk, 1, bn} lands as bn
+ * rows of kb bytes of reduction values, kb-byte swizzled. Other dgrads: w as {ci, K, co},
+ * box {128 bytes of ci, 1, bk} lands as one 128-byte-swizzled MN-major atom, bk co rows of
+ * 64 16-bit or 32 tf32 ci (the pairs form's tf32 reads it into registers). */
+static vc_status mk_tensor_map(vc_context *ctx, const imp_args &q, const void *w, int bn, bool pairs, CUtensorMap *map) {
+  const bool km = mk_b_kmajor(q.mode, q.dt, pairs);
   const cuuint64_t es = q.dt == VC_DTYPE_F32 ? 4 : 2;
   const cuuint64_t dims[3] = {(cuuint64_t)(km ? q.c_red : q.n_cols), (cuuint64_t)q.K,
                               (cuuint64_t)(km ? q.n_cols : q.c_red)};
   const cuuint64_t strides[2] = {dims[0] * es, dims[0] * dims[1] * es};
   const int kb = mk_kb(q.c_red, q.dt);
-  const cuuint32_t box[3] = {(cuuint32_t)(km ? mk_bk(q.dt, kb) : 64), 1, (cuuint32_t)(km ? bn : mk_bk(q.dt, kb))};
+  const cuuint32_t box[3] = {(cuuint32_t)(km ? mk_bk(q.dt, kb) : 128 / es), 1, (cuuint32_t)(km ? bn : mk_bk(q.dt, kb))};
   return vc_cuda_tensor_map_3d(ctx, map, es == 4 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_UINT16, w,
                                dims, strides, box, km && kb == 64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B,
                                CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
@@ -861,11 +983,12 @@ static size_t mk_pairs_bytes(const imp_args &q) {
   return q.dt == VC_DTYPE_F32 ? 0 : (size_t)vc_round_up(q.rows * q.n_cols * 4, 256);
 }
 
-/* tf32 dgrad's transposed weight, then the pairs form's fp32 copy or the tiles form's split
- * partials (a pairs call without an aligned workspace runs the tiles unsplit: no partials). */
+/* The pairs form's fp32 copy (none in tf32), or the row tiles' tf32 dgrad's transposed
+ * weight and split partials (a 16-bit pairs call without an aligned workspace runs the tiles
+ * unsplit: no partials). */
 size_t vc_cuda_masked_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int variant) {
   const imp_args q = imp_shape(p, a, pass);
-  if (mk_pairs_of(p, q, variant)) return mk_weight_bytes(q) + mk_pairs_bytes(q);
+  if (mk_pairs_of(p, q, variant)) return mk_pairs_bytes(q);
   return mk_weight_bytes(q) +
          mk_split_bytes(mk_shape_of(vc_cuda(p->ctx), q.rows, q.n_cols, q.c_red, q.K, q.dt, true,
                                     mk_is_pairs(variant) ? 0 : variant));
@@ -923,15 +1046,14 @@ extern "C" int vc_cuda_masked_variant_parse(vc_pass pass, const char *name) {
 
 /* The pairs form's run (see above): bias into the fp32 target, the tiles' reductions, the
  * conversion. */
-static vc_status mk_pairs_run(vc_context *ctx, const vc_plan *p, imp_args q, const void *w, void *ws, size_t wt_bytes,
-                              cudaStream_t s) {
+static vc_status mk_pairs_run(vc_context *ctx, const vc_plan *p, imp_args q, void *ws, cudaStream_t s) {
   const int bn = 256;
   __atomic_fetch_add(&vc_cuda(ctx)->pairs_runs, 1, __ATOMIC_RELAXED);
   CUtensorMap map;
-  const vc_status e = mk_tensor_map(ctx, q, w, bn, &map);
+  const vc_status e = mk_tensor_map(ctx, q, q.w, bn, true, &map);
   if (e != VC_OK) return e;
   void *y = q.out;
-  float *target = q.dt == VC_DTYPE_F32 ? (float *)y : (float *)((char *)ws + wt_bytes);
+  float *target = q.dt == VC_DTYPE_F32 ? (float *)y : (float *)ws;
   vc_cuda_fill_rows_f32(target, q.rows, q.n_cols, q.bias, (vc_dtype)q.dt, s);
   q.out = target, q.bias = NULL, q.order = NULL, q.blk_mask = NULL, q.tile_order = NULL;
   q.n_tiles = (q.n_cols + bn - 1) / bn, q.nsplit = 1;
@@ -952,7 +1074,7 @@ static vc_status mk_pairs_run(vc_context *ctx, const vc_plan *p, imp_args q, con
   const int64_t grid = units < vc_cuda(ctx)->n_sm ? units : vc_cuda(ctx)->n_sm;
   if (units > 0)
     mk_pair_kernels[q.mode == MODE_DGRAD][vc_cuda_dt_index(q.dt)]<<<
-        (unsigned)grid, HP_THREADS(HP_NP(bn)), MK_SMEM(bn, 128, mk_b_kmajor(q.mode, q.dt)), s>>>(q, map, NULL, NULL);
+        (unsigned)grid, HP_THREADS(HP_NP(bn)), MK_SMEM(bn, 128, mk_b_kmajor(q.mode, q.dt, true)), s>>>(q, map, NULL, NULL);
   VC_CUDA_TRY(ctx, cudaGetLastError());
   if (q.dt != VC_DTYPE_F32) vc_cuda_add_slices(y, (vc_dtype)q.dt, target, 1, q.rows * q.n_cols, s);
   return VC_OK;
@@ -973,6 +1095,9 @@ vc_status vc_cuda_masked_run(vc_context *ctx, const vc_plan *p, const imp_args &
   imp_args q = args;
   const vc_cuda_state *cs = vc_cuda(ctx);
   const bool ws_ok = ws && vc_aligned16(ws);
+  /* the pairs form, where it applies and has its target (16-bit: in an aligned workspace) */
+  if (mk_pairs_of(p, q, variant) && (ws_ok || q.dt == VC_DTYPE_F32)) return mk_pairs_run(ctx, p, q, ws, s);
+  if (mk_is_pairs(variant)) variant = 0;
   const size_t wt_bytes = mk_weight_bytes(q);
   if (wt_bytes && !ws_ok) return vc_fail(ctx, VC_ERR_INTERNAL, "voxconv: tf32 masked dgrad without an aligned workspace");
   const void *w = q.w;
@@ -981,9 +1106,6 @@ vc_status vc_cuda_masked_run(vc_context *ctx, const vc_plan *p, const imp_args &
     k_mk_tf32_weight<<<grid, 256, 0, s>>>((const float *)q.w, (float *)ws, q.co, q.K, q.ci);
     w = ws;
   }
-  /* the pairs form, where it applies and has its target (16-bit: in an aligned workspace) */
-  if (mk_pairs_of(p, q, variant) && (ws_ok || q.dt == VC_DTYPE_F32)) return mk_pairs_run(ctx, p, q, w, ws, wt_bytes, s);
-  if (mk_is_pairs(variant)) variant = 0;
   /* the row tiles of wide or large layers: the regrouped order, where the plan has one */
   const bool big_plan = p->n_out >= VC_GROUP_LARGE_ROWS && q.c_red >= VC_GROUP_ROWS_CHANNELS;
   if (q.order && (q.c_red >= VC_GROUP_MIN_CHANNELS || big_plan)) {
@@ -998,7 +1120,7 @@ vc_status vc_cuda_masked_run(vc_context *ctx, const vc_plan *p, const imp_args &
   const mk_shape sh = mk_shape_of(cs, q.rows, q.n_cols, q.c_red, q.K, q.dt, ws_ok, variant);
   const int bn = mk_bn[sh.v];
   CUtensorMap map;
-  vc_status e = mk_tensor_map(ctx, q, w, bn, &map);
+  vc_status e = mk_tensor_map(ctx, q, w, bn, false, &map);
   if (e != VC_OK) return e;
   q.n_tiles = (q.n_cols + bn - 1) / bn;
   q.nsplit = sh.nsplit;
@@ -1015,7 +1137,7 @@ vc_status vc_cuda_masked_run(vc_context *ctx, const vc_plan *p, const imp_args &
   const int64_t per_pipes = (units + pipes - 1) / pipes, grid = per_pipes < cs->n_sm ? per_pipes : cs->n_sm;
   if (!vc_cuda_tile_order_used(units, cs->n_sm)) q.tile_order = NULL;
   mk_kernels[pipes - 1][sh.v][kb == 64][q.mode == MODE_DGRAD][vc_cuda_dt_index(q.dt)]<<<
-      (unsigned)grid, HP_THREADS(HP_NP(bn)), MK_SMEM(bn, kb, mk_b_kmajor(q.mode, q.dt)), s>>>(q, map, part, cnt);
+      (unsigned)grid, HP_THREADS(HP_NP(bn)), MK_SMEM(bn, kb, mk_b_kmajor(q.mode, q.dt, false)), s>>>(q, map, part, cnt);
   VC_CUDA_TRY(ctx, cudaGetLastError());
   return VC_OK;
 }
@@ -1034,10 +1156,10 @@ vc_status vc_cuda_masked_init(vc_context *ctx) {
           for (int d = 0; d < 3; d++)
             if (mk_kernels[pp][v][k][m][d])
               VC_CUDA_TRY(ctx, cudaFuncSetAttribute(mk_kernels[pp][v][k][m][d], cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                    MK_SMEM(mk_bn[v], k ? 64 : 128, mk_b_kmajor(m ? MODE_DGRAD : MODE_FWD, dts[d]))));
+                                                    MK_SMEM(mk_bn[v], k ? 64 : 128, mk_b_kmajor(m ? MODE_DGRAD : MODE_FWD, dts[d], false))));
   for (int m = 0; m < 2; m++)
     for (int d = 0; d < 3; d++)
       VC_CUDA_TRY(ctx, cudaFuncSetAttribute(mk_pair_kernels[m][d], cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            MK_SMEM(256, 128, mk_b_kmajor(m ? MODE_DGRAD : MODE_FWD, dts[d]))));
+                                            MK_SMEM(256, 128, mk_b_kmajor(m ? MODE_DGRAD : MODE_FWD, dts[d], true))));
   return VC_OK;
 }
