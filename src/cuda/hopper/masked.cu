@@ -301,7 +301,11 @@ __device__ static __forceinline__ void mk_pair_gtab(const imp_args &p, const mk_
  * every weight, 76 us a layer at C = 1024). Here the product runs transposed instead,
  * dx^T[ci, pair] = sum_co w[co][ci] dy[pair, co]: the gathered dy rows are B (K-major,
  * as the producers lay them), and the weight is A, loaded from its MN-major atoms into
- * registers (ld.shared, rounded to tf32 there as the transposed copy rounded it).
+ * registers (ld.shared) and rounded to tf32 there, as the transposed copy rounds it: adding
+ * half a tf32 unit (bit 12) to the bits, as the tensor cores then drop bits 0-12, rounds to
+ * nearest, ties away, as cvt.rna.tf32 does (a carry moves into the exponent as it should;
+ * inf stays inf, NaN stays NaN); one integer add, where the cvt's cost 6 % of the kernel
+ * (suite S RES 16 + 32, bench/NOTES.md).
  *
  * Consumer warpgroup cw takes columns (ci) 128 cw .. + 127 of the tile, as two m64 blocks,
  * and all 128 pairs (n128); a stage is 32 co, 4 k8 steps. A-fragment rows m and m + 8 (16
@@ -339,8 +343,7 @@ __device__ static __forceinline__ void mk_consume_swapped(float *acc, const hp_r
           const uint32_t at = wb + (uint32_t)(kk * 1024 + v1 * 512) + (uint32_t)(((mk_sw_col(b, g, 0) >> 2) ^ (t + 4 * v1)) << 4);
           uint32_t x0, x1;
           asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(x0), "=r"(x1) : "r"(at) : "memory");
-          asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(a[kk][2 * v1]) : "f"(__uint_as_float(x0)));
-          asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(a[kk][2 * v1 + 1]) : "f"(__uint_as_float(x1)));
+          a[kk][2 * v1] = x0 + 0x1000u, a[kk][2 * v1 + 1] = x1 + 0x1000u; /* rounded: see above */
         }
       vc_wgmma_fence();
 #pragma unroll
