@@ -22,7 +22,8 @@
  *     out-of-range rows and channels arrive as zeros);
  *   - two consumers each issue m64nBN wgmma (k16, or k8 in tf32) over 64 of the rows, with fp32
  *     accumulators, one group in flight; a consumer skips the stages of offsets that none
- *     of its 64 rows meets (their A rows are zeros).
+ *     of its 64 rows meets (their A rows are zeros). (The pairs form's tf32 dgrad runs
+ *     swapped instead: mk_consume_swapped.)
  * With two pipelines (64-wide tiles of 128-byte stages and short units, mk_pipes) the CTA
  * is two such machines side by side: producer warpgroup g and consumer warpgroup g take
  * units of their own through half the ring, the consumer multiplying all 128 rows (two m64
@@ -58,8 +59,9 @@
 
 #define MK_BM VC_TILE_ROWS /* 128 */
 #define MK_A_TILE(kb) (MK_BM * (kb))
-/* B: K-major, bn rows of kb bytes; MN-major (16-bit dgrad), ceil(bn / 64) atoms of kb / 2
- * rows of 128 bytes (64 values) */
+/* B: K-major, bn rows of kb bytes; MN-major (dgrad's weight as stored), ceil(bn / 64) x 64
+ * columns in atoms of 128-byte rows, kb / 2 of them (16-bit: 64 columns an atom) or kb / 4
+ * (the pairs form's tf32: 32; its bn is 256, a whole number of atoms) */
 #define MK_B_TILE(bn, kb, km) ((km) ? (bn) * (kb) : ((bn) + 63) / 64 * 64 * (kb))
 #define MK_STAGES(bn, kb, km) HP_STAGES(MK_A_TILE(kb), MK_B_TILE(bn, kb, km))
 #define MK_SMEM(bn, kb, km) HP_SMEM(MK_A_TILE(kb), MK_B_TILE(bn, kb, km))
@@ -72,8 +74,9 @@
 #define MK_GTAB 27
 /* The pairs form's epilogue stages each consumer warp's products, 8 rows x 32 columns at a
  * time, in rows of 40 floats (the 8 of padding put a half-warp's 8-byte writes of 4 rows on
- * distinct banks): MK_RS floats for the 8 warps, at word MK_RS_AT of the gather tables
- * (16-byte aligned), their last space. */
+ * distinct banks; the swapped tf32 dgrad uses 32 of each 40, rows of 32 under an XOR
+ * swizzle): MK_RS floats for the 8 warps, at word MK_RS_AT of the gather tables (16-byte
+ * aligned), their last space. */
 #define MK_RS_ROW 40
 #define MK_RS (8 * 8 * MK_RS_ROW)
 #define MK_RS_AT ((2 * MK_GTAB * GTAB_STRIDE(MK_BM) - MK_RS) & ~3)
@@ -301,11 +304,11 @@ __device__ static __forceinline__ void mk_pair_gtab(const imp_args &p, const mk_
  * every weight, 76 us a layer at C = 1024). Here the product runs transposed instead,
  * dx^T[ci, pair] = sum_co w[co][ci] dy[pair, co]: the gathered dy rows are B (K-major,
  * as the producers lay them), and the weight is A, loaded from its MN-major atoms into
- * registers (ld.shared) and rounded to tf32 there, as the transposed copy rounds it: adding
- * half a tf32 unit (bit 12) to the bits, as the tensor cores then drop bits 0-12, rounds to
- * nearest, ties away, as cvt.rna.tf32 does (a carry moves into the exponent as it should;
- * inf stays inf, NaN stays NaN); one integer add, where the cvt's cost 6 % of the kernel
- * (suite S RES 16 + 32, bench/NOTES.md).
+ * registers (ld.shared) and rounded to tf32 there by cvt.rna, as the transposed copy rounds
+ * it. (Adding half a tf32 unit to the bits, the tensor cores then dropping bits 0-12, was
+ * 3.7 % faster and rounds every finite value and inf the same, but carries a NaN of a full
+ * mantissa, the GPU's own 0x7fffffff, into the sign: a NaN weight would read as zero.
+ * bench/NOTES.md, session 29.)
  *
  * Consumer warpgroup cw takes columns (ci) 128 cw .. + 127 of the tile, as two m64 blocks,
  * and all 128 pairs (n128); a stage is 32 co, 4 k8 steps. A-fragment rows m and m + 8 (16
@@ -343,7 +346,8 @@ __device__ static __forceinline__ void mk_consume_swapped(float *acc, const hp_r
           const uint32_t at = wb + (uint32_t)(kk * 1024 + v1 * 512) + (uint32_t)(((mk_sw_col(b, g, 0) >> 2) ^ (t + 4 * v1)) << 4);
           uint32_t x0, x1;
           asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(x0), "=r"(x1) : "r"(at) : "memory");
-          a[kk][2 * v1] = x0 + 0x1000u, a[kk][2 * v1 + 1] = x1 + 0x1000u; /* rounded: see above */
+          asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(a[kk][2 * v1]) : "f"(__uint_as_float(x0)));
+          asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(a[kk][2 * v1 + 1]) : "f"(__uint_as_float(x1)));
         }
       vc_wgmma_fence();
 #pragma unroll
@@ -535,7 +539,7 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
       int na = 0;
       uint32_t uni = 0, live[2] = {0u, 0u};
       bool skips;
-      int32_t prow[2] = {-1, -1}; /* the pairs form: this thread's two rows' written rows */
+      int32_t prow[2] = {-1, -1}; /* the pairs form: this thread's two rows' written rows (swapped: pair ct's) */
       int pn = 0;                 /* and the tile's pairs */
       if (pairs) {
         /* one offset (bit 0); the second 64 rows of a tile of at most 64 pairs skip it. The
@@ -731,6 +735,7 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
                                    MK_STAGES(bn, kb, false) % 2 == 0 && (bn) <= 128),                       \
                   "two pipelines need two producer warpgroups, an even ring and BN <= 128");                \
     static_assert(!(pairs) || (pipes) == 1, "the pairs form's epilogue stages one pipeline's 8 warps");         \
+    static_assert(!(pairs) || (bn) == 256, "the pairs form (mk_consume_swapped: 8 atoms, 128 columns a consumer) is 256 wide"); \
     mk_body(p, &bmap, part, cnt, mode, dt, bn, kb, HP_NP(bn), pipes, pairs);                                 \
   }
 #define MK_KERNELS(bn, kb, pipes, pairs, sfx)                                                    \

@@ -1,5 +1,6 @@
 /* wgmma.cuh — Hopper warpgroup MMA (sm_90a): asynchronous D += A * B with both operands in
- * shared memory, described by 64-bit matrix descriptors; fp32 accumulators in registers.
+ * shared memory, described by 64-bit matrix descriptors (or A in registers: the _rk
+ * wrappers at the end); fp32 accumulators in registers.
  *
  * Operand tiles here use the 128-byte swizzle: a row holds 128 bytes (64 16-bit values or 32
  * tf32), 16-byte chunk q of row m sits at chunk q ^ (m % 8), groups of 8 rows are 1024 bytes
@@ -95,9 +96,9 @@ __device__ static inline void vc_reg_fence(float &x) { asm volatile("" : "+f"(x)
                  : "l"(da), "l"(db), "r"(1));                                                         \
   }
 
-/* Instances: _kk both operands K-major (forward, and tf32 dgrad on a transposed weight),
- * _kmn B MN-major (16-bit dgrad reads the weight as stored), _mnmn both MN-major (wgrad's
- * gathered rows). */
+/* Instances: _kk both operands K-major (forward, and the row tiles' tf32 dgrad on a
+ * transposed weight), _kmn B MN-major (16-bit dgrad reads the weight as stored), _mnmn both
+ * MN-major (wgrad's gathered rows). */
 #define VC_WGMMA_LAYOUTS(n, ty)                                                           \
   VC_WGMMA_N##n(vc_wgmma_n##n##_##ty##_kk, "k16.f32." #ty "." #ty, ", 0, 0")   \
   VC_WGMMA_N##n(vc_wgmma_n##n##_##ty##_kmn, "k16.f32." #ty "." #ty, ", 0, 1")  \
