@@ -298,6 +298,15 @@ __device__ static __forceinline__ void mk_pair_gtab(const imp_args &p, const mk_
   }
   if (ahead) vc_cp_async_commit();
 }
+/* out[row, n .. n + 3] += v, one 16-byte L2 reduction (the pairs form's epilogues); none for
+ * a pair-less row (-1) or columns past the end (n_cols % 4 == 0 on the fast path). */
+__device__ static __forceinline__ void mk_red4(const imp_args &p, int32_t row, int64_t n, float4 v) {
+  if (n < p.n_cols && row >= 0)
+    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"((float *)p.out + (int64_t)row * p.n_cols + n),
+                 "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
+                 : "memory");
+}
+
 /* The swapped main loop of the pairs form's tf32 dgrad. tf32 wgmma reads shared operands
  * K-major only, and the weight is stored ci-contiguous (MN-major for a dgrad, which reduces
  * over co); the row tiles transpose it first (k_mk_tf32_weight: a read and a write of
@@ -573,6 +582,8 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
         hp_consume(acc, ring, pos, it1 - it0, st, a_tile, b_tile, kb, blk0 * 64 * kb, bn, dt,
                    b_kmajor ? HP_KK : HP_KMN, skips ? uni : 0u, live, nb, nkc, it0, 0u, 0u);
 
+      /* the pairs form's epilogue staging: each consumer warp's 8 rows of MK_RS_ROW floats */
+      float *const rs = (float *)&gtab[0][0] + MK_RS_AT + (cw * 4 + warp) * 8 * MK_RS_ROW;
       if (sw) {
         /* The swapped products: acc[64 b + 4 j + 2 h + e] is column 32 warp + mk_sw_col(b, g,
          * h) of cw's 128, pair 8 j + 2 (lane % 4) + e. Each warp stages pairs 8 j .. 8 j + 7
@@ -584,7 +595,6 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
         float *wr = sbias[par];
         if (ct < MK_BM) wr[ct] = __int_as_float(prow[0]);
         vc_named_barrier(cbar, cpp);
-        float *rs = (float *)&gtab[0][0] + MK_RS_AT + (cw * 4 + warp) * 8 * MK_RS_ROW;
         const int g = lane >> 2, t4 = lane & 3, rr = lane >> 3, c4 = lane & 7;
         const int64_t n = w.n0 + 128 * cw + 32 * warp + 4 * c4;
 #pragma unroll
@@ -600,12 +610,7 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
 #pragma unroll
           for (int i = 0; i < 2; i++) {
             const int x = 4 * i + rr;
-            const float4 v = *(const float4 *)(rs + x * 32 + ((4 * c4) ^ (4 * (x >> 1))));
-            const int32_t xr = __float_as_int(wr[8 * j + x]);
-            if (n < p.n_cols && xr >= 0) /* n_cols % 4 == 0 on the fast path */
-              asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"((float *)p.out + (int64_t)xr * p.n_cols + n),
-                           "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
-                           : "memory");
+            mk_red4(p, __float_as_int(wr[8 * j + x]), n, *(const float4 *)(rs + x * 32 + ((4 * c4) ^ (4 * (x >> 1)))));
           }
           __syncwarp();
         }
@@ -620,7 +625,6 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
          * stages 8 rows x 32 columns at a time in shared memory: half h of its 16 rows,
          * written as fragments, read as 4 consecutive columns a lane. */
         if (blk0 * 64 + warp * 16 >= pn) continue; /* none of this warp's rows has a pair */
-        float *rs = (float *)&gtab[0][0] + MK_RS_AT + (cw * 4 + warp) * 8 * MK_RS_ROW;
         const int q4 = lane & 3, rr = lane >> 3, c4 = 4 * (lane & 7);
         int32_t xrow[2][2]; /* the written rows of read rows rr and 4 + rr of half h */
 #pragma unroll
@@ -639,13 +643,7 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
             __syncwarp();
             const int64_t n = w.n0 + 32 * jc + c4;
 #pragma unroll
-            for (int i = 0; i < 2; i++) {
-              const float4 v = *(const float4 *)(rs + (4 * i + rr) * MK_RS_ROW + c4);
-              if (n < p.n_cols && xrow[h][i] >= 0) /* n_cols % 4 == 0 on the fast path */
-                asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"((float *)p.out + (int64_t)xrow[h][i] * p.n_cols + n),
-                             "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
-                             : "memory");
-            }
+            for (int i = 0; i < 2; i++) mk_red4(p, xrow[h][i], n, *(const float4 *)(rs + (4 * i + rr) * MK_RS_ROW + c4));
             __syncwarp();
           }
         continue;
