@@ -311,14 +311,15 @@ VC_API vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, cons
  * partials (vc_conv_workspace_size says how much; a workspace that is not 16-byte aligned
  * runs the call unsplit). Its forward and backward-data also have a pairs form (variant
  * "pairs.bn256"): each offset's pair list multiplied in tiles of 128 pairs, 256 columns
- * wide, each tile's products added into an fp32 copy of the output (16-bit storage: in the
- * workspace, rows x columns x 4 bytes; tf32: the output itself) by L2 reductions, the bias
- * first, then the conversion. Where few rows share their offsets (suite S RES 16-32) it
+ * wide, each tile's products added into the output by L2 reductions (f16 and tf32; bf16
+ * into an fp32 copy of it in the workspace, rows x columns x 4 bytes, then converted: bf16
+ * rounded at each addition would triple its error; f16 so rounded measured 6e-4), the bias
+ * first. Where few rows share their offsets (suite S RES 16-32) it
  * multiplies far fewer zeros than the row tiles; it needs more than 128 output columns, at
  * most 32 kernel offsets and reductions of more than 64 bytes a row, and the tuner offers
- * it where the fp32 copy fits in half of L2. Its additions come in a varying order, so a
- * VOXCONV_DETERMINISTIC context runs the row tiles instead (also where a cache line names
- * the pairs form), as does a 16-bit call without an aligned workspace. Its backward-weight
+ * it in 16 bits where the output in fp32 fits in half of L2. Its additions come in a varying
+ * order, so a VOXCONV_DETERMINISTIC context runs the row tiles instead (also where a cache
+ * line names the pairs form), as does a bf16 call without an aligned workspace. Its backward-weight
  * cuts every offset's pairs into chunks and, in the wgmma kernels, adds the chunks' fp32
  * partials with reductions in L2 into an fp32 dW (in the workspace, or dW itself in tf32;
  * the order of those additions varies from run to run); in a VOXCONV_DETERMINISTIC context

@@ -208,7 +208,8 @@ vc_status vc_cuda_implicit_init(vc_context *ctx);
 /* Kernel tables over the storage types index them f16, bf16, f32. */
 static inline int vc_cuda_dt_index(int dt) { return dt == VC_DTYPE_F16 ? 0 : dt == VC_DTYPE_BF16 ? 1 : 2; }
 /* rows.cu: small elementwise kernels shared by the passes. */
-void vc_cuda_fill_rows_f32(float *acc, int64_t n, int64_t c, const void *bias, vc_dtype dt, cudaStream_t s);
+/* out [n, c] of storage type odt = the bias row (of bias_dt; zeros without one). */
+void vc_cuda_fill_rows(void *out, vc_dtype odt, int64_t n, int64_t c, const void *bias, vc_dtype bias_dt, cudaStream_t s);
 /* dst (n elements of dt) = the sum of nslices fp32 slices [nslices][n], added in slice order
  * (the deterministic split reductions' last step; nslices = 1: a conversion). */
 void vc_cuda_add_slices(void *dst, vc_dtype dt, const float *part, int64_t nslices, int64_t n, cudaStream_t s);

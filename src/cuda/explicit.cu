@@ -107,7 +107,7 @@ extern "C" vc_status vc_cuda_explicit_run(vc_context *ctx, const vc_plan *p, con
   const int64_t c_src = fwd ? ci : co, c_dst = fwd ? co : ci, n_dst = fwd ? p->n_out : p->n_in;
   const int32_t *src_idx = fwd ? p->pair_in : p->pair_out, *dst_idx = fwd ? p->pair_out : p->pair_in;
   float *acc = f32 ? (float *)out0 : w.acc;
-  vc_cuda_fill_rows_f32(acc, n_dst, c_dst, fwd ? in2 : NULL, a->dtype, s);
+  vc_cuda_fill_rows(acc, VC_DTYPE_F32, n_dst, c_dst, fwd ? in2 : NULL, a->dtype, s);
   for (int64_t r = 0; r < K; r++)
     for (int64_t b = p->offsets[r]; b < p->offsets[r + 1]; b += ch) {
       const int64_t m = p->offsets[r + 1] - b < ch ? p->offsets[r + 1] - b : ch;

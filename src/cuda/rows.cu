@@ -5,17 +5,19 @@
 
 #define SUM_ROW_BLOCKS 256 /* partial sums per column; fixed so the result is deterministic */
 
-/* acc[n, c] = the bias row (zeros without one), `vec` values a thread: 4 where c % 4 == 0
- * and acc is 16-byte aligned, else 1 (one float a thread took 5.2 us for 848 x 1024 floats,
- * suite S RES 16, twice a layer around the masked pairs form; bench/NOTES.md, session 24). */
-__global__ static void k_fill_rows(float *acc, int64_t n, int64_t c, const void *bias, int dt, int vec) {
+/* out[n, c] (storage type odt: f32, or f16 / bf16) = the bias row (of bias_dt; zeros
+ * without one), `vec` values a thread: 4 where c % 4 == 0 and out is 16-byte aligned (a 16-
+ * or 8-byte store), else 1 (one float a thread took 5.2 us for 848 x 1024 floats, suite S
+ * RES 16, twice a layer around the masked pairs form; bench/NOTES.md, session 24). */
+__global__ static void k_fill_rows(void *out, int odt, int64_t n, int64_t c, const void *bias, int bias_dt, int vec) {
   const int64_t items = n * c / vec;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < items; i += (int64_t)gridDim.x * blockDim.x) {
     float v[4];
 #pragma unroll
-    for (int e = 0; e < 4; e++) v[e] = e < vec && bias ? vc_load(bias, dt, (i * vec + e) % c) : 0.0f;
-    if (vec == 4) ((float4 *)acc)[i] = make_float4(v[0], v[1], v[2], v[3]);
-    else acc[i] = v[0];
+    for (int e = 0; e < 4; e++) v[e] = e < vec && bias ? vc_load(bias, bias_dt, (i * vec + e) % c) : 0.0f;
+    if (vec == 1) vc_store(out, odt, i, v[0]);
+    else if (odt == VC_DTYPE_F32) ((float4 *)out)[i] = make_float4(v[0], v[1], v[2], v[3]);
+    else ((uint2 *)out)[i] = make_uint2(vc_pack2(odt, v[0], v[1]), vc_pack2(odt, v[2], v[3]));
   }
 }
 
@@ -167,10 +169,11 @@ __global__ static void k_wgrad_finish(const float *part, int64_t nslices, int64_
   else column_total(sums, c, db, dt, blockIdx.x - slice_blocks);
 }
 
-extern "C" void vc_cuda_fill_rows_f32(float *acc, int64_t n, int64_t c, const void *bias, vc_dtype dt, cudaStream_t s) {
+extern "C" void vc_cuda_fill_rows(void *out, vc_dtype odt, int64_t n, int64_t c, const void *bias, vc_dtype bias_dt,
+                                  cudaStream_t s) {
   if (n * c <= 0) return;
-  const int vec = c % 4 == 0 && vc_aligned16(acc) ? 4 : 1;
-  k_fill_rows<<<vc_grid(n * c / vec), 256, 0, s>>>(acc, n, c, bias, dt, vec);
+  const int vec = c % 4 == 0 && vc_aligned16(out) ? 4 : 1;
+  k_fill_rows<<<vc_grid(n * c / vec), 256, 0, s>>>(out, odt, n, c, bias, bias_dt, vec);
 }
 
 extern "C" void vc_cuda_add_slices(void *dst, vc_dtype dt, const float *part, int64_t nslices, int64_t n, cudaStream_t s) {

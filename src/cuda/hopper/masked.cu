@@ -102,6 +102,13 @@ __host__ __device__ static inline int mk_bk(int dt, int kb) { return dt == VC_DT
 __host__ __device__ static inline bool mk_swapped(int mode, int dt, bool pairs) {
   return pairs && mode == MODE_DGRAD && dt == VC_DTYPE_F32;
 }
+/* The pairs form adds f16 products straight into y, rounded at each addition (mk_red8_f16):
+ * no fp32 copy of y, half the bytes reduced, no conversion pass (suite S RES 16: 12 % off the
+ * form's kernels; relative error 2.1e-4 -> 6.1e-4; a partial sum past f16's range is inf
+ * even where the whole would not be). bf16, whose rounding is 8 times coarser, adds into an
+ * fp32 copy of y: added directly it ran as fast, but its error went 1.7e-3 -> 4.9e-3, half
+ * the tolerance (bench/NOTES.md, session 30). tf32's y is fp32 itself. */
+__host__ __device__ static inline bool mk_pairs_direct(int dt) { return dt == VC_DTYPE_F16; }
 /* B is K-major (one TMA box a stage) in the forward and in the row tiles' tf32 dgrad
  * (transposed weight); else the weight as stored, in 128-byte-wide MN-major atoms. */
 __host__ __device__ static inline bool mk_b_kmajor(int mode, int dt, bool pairs) {
@@ -304,6 +311,15 @@ __device__ static __forceinline__ void mk_red4(const imp_args &p, int32_t row, i
   if (n < p.n_cols && row >= 0)
     asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"((float *)p.out + (int64_t)row * p.n_cols + n),
                  "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
+                 : "memory");
+}
+/* out[row, n .. n + 7] += v (8 f16 values, packed in pairs), one 16-byte L2 reduction (the
+ * pairs form's f16 epilogue, mk_pairs_direct); the same guards. */
+__device__ static __forceinline__ void mk_red8_f16(const imp_args &p, int32_t row, int64_t n, uint4 v) {
+  if (n < p.n_cols && row >= 0)
+    asm volatile("red.global.add.noftz.v4.f16x2 [%0], {%1, %2, %3, %4};\n" ::"l"((uint16_t *)p.out +
+                                                                                  (int64_t)row * p.n_cols + n),
+                 "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
                  : "memory");
 }
 
@@ -617,6 +633,37 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
         continue;
       }
 
+      if (pairs && mk_pairs_direct(dt)) {
+        /* out[row, n .. n + 7] += the products in f16, one 16-byte L2 reduction a lane,
+         * each instruction 4 rows x 128 bytes, as below: each warp stages 8 rows x 64
+         * columns at a time, packed (row x at word 36 x: a fragment's 32 writes of a column
+         * pair land on distinct banks, and the 16-byte reads stay aligned), half h of its 16
+         * rows, read as 8 consecutive columns a lane. */
+        if (blk0 * 64 + warp * 16 >= pn) continue; /* none of this warp's rows has a pair */
+        const int q4 = lane & 3, rr = lane >> 3, c8 = lane & 7;
+        uint32_t *const rw = (uint32_t *)rs;
+        int32_t xrow[2][2]; /* the written rows of read rows rr and 4 + rr of half h */
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+          for (int i = 0; i < 2; i++) xrow[h][i] = __shfl_sync(0xffffffffu, prow[h], 4 * (4 * i + rr));
+#pragma unroll
+        for (int jc = 0; jc < bn / 64; jc++)
+#pragma unroll
+          for (int h = 0; h < 2; h++) {
+#pragma unroll
+            for (int jj = 0; jj < 8; jj++) {
+              const float *f = acc + 4 * (8 * jc + jj) + 2 * h;
+              rw[(lane >> 2) * 36 + 4 * jj + q4] = vc_pack2(VC_DTYPE_F16, f[0], f[1]);
+            }
+            __syncwarp();
+            const int64_t n = w.n0 + 64 * jc + 8 * c8;
+#pragma unroll
+            for (int i = 0; i < 2; i++) mk_red8_f16(p, xrow[h][i], n, *(const uint4 *)(rw + (4 * i + rr) * 36 + 4 * c8));
+            __syncwarp();
+          }
+        continue;
+      }
       if (pairs) {
         /* out[row, n .. n + 3] += the products, one 16-byte L2 reduction a lane, each
          * instruction 4 rows x 128 bytes: a fragment's quad holds 2 rows x 8 columns, so
@@ -843,7 +890,7 @@ static int mk_pipes(const vc_cuda_state *cs, int bn, int kb, int64_t units) {
 }
 
 /* Workspace of the row tiles: tf32 dgrad's transposed weight, then partials
- * [tile][split][bn / 2][256] in fp32, then one arrival counter per tile (the pairs form: its
+ * [tile][split][bn / 2][256] in fp32, then one arrival counter per tile (the pairs form: bf16's
  * fp32 copy of the output alone, mk_pairs_bytes). */
 static size_t mk_weight_bytes(const imp_args &q) {
   return q.mode == MODE_DGRAD && q.dt == VC_DTYPE_F32 ? (size_t)vc_round_up(q.co * q.K * q.ci * 4, 256) : 0;
@@ -929,15 +976,15 @@ __global__ static void __launch_bounds__(256) k_mk_tf32_weight(const float *w, f
  * 64-row block multiplies 2.06 times the useful products, at RES 32 1.67 (bench/NOTES.md,
  * session 19). The pairs form multiplies each offset's pair list in tiles of 128 pairs
  * (1.11 and 1.04 times, with padding), one offset a tile, and adds every tile's products
- * into an fp32 copy of the output with 16-byte L2 reductions (red.global.add.v4.f32): the
- * bias first (vc_cuda_fill_rows_f32), then the conversion to 16 bits (tf32 adds into y
- * itself). Those additions come in a varying order, so it runs only outside
+ * into the output with 16-byte L2 reductions (red.global.add: f16 and tf32; bf16 into an
+ * fp32 copy of it, mk_pairs_direct), the bias first (vc_cuda_fill_rows), then bf16's
+ * conversion. Those additions come in a varying order, so it runs only outside
  * VOXCONV_DETERMINISTIC contexts; it needs 128-byte stages and more than 128 columns (its
  * tiles are 256 wide), and takes at most 32 offsets (the 3x3x3 and 2x2x2 layers it was
  * measured on). Its tiles run chunk by chunk of rows (mk_ptile_of), so the reductions
  * resolve in L2 at any size; the tuner offers it as vc_cuda_masked_variants says. */
 
-/* The fp32 rows the pairs form adds into (the pass's output rows) fit in half of L2. */
+/* The pass's output rows, in fp32, fit in half of L2. */
 static bool mk_pairs_in_l2(const vc_cuda_state *cs, const imp_args &q) { return q.rows * q.n_cols * 4 <= cs->l2_bytes / 2; }
 
 /* The pairs form's chunks (mk_ptile_of), in VC_PAIR_ROWS blocks of output rows (pblocks > 0
@@ -984,14 +1031,14 @@ static bool mk_pairs_of(const vc_plan *p, const imp_args &q, int variant) {
   return (mk_is_pairs(variant) || (variant == 0 && vc_cuda(p->ctx)->masked_form == VC_FORM_PAIRS)) && mk_pairs_apply(p, q);
 }
 
-/* The pairs form's fp32 copy of the output (16-bit storage). */
+/* The pairs form's fp32 copy of the output (bf16: mk_pairs_direct). */
 static size_t mk_pairs_bytes(const imp_args &q) {
-  return q.dt == VC_DTYPE_F32 ? 0 : (size_t)vc_round_up(q.rows * q.n_cols * 4, 256);
+  return q.dt == VC_DTYPE_F32 || mk_pairs_direct(q.dt) ? 0 : (size_t)vc_round_up(q.rows * q.n_cols * 4, 256);
 }
 
-/* The pairs form's fp32 copy (none in tf32), or the row tiles' tf32 dgrad's transposed
- * weight and split partials (a 16-bit pairs call without an aligned workspace runs the tiles
- * unsplit: no partials). */
+/* The pairs form's fp32 copy (bf16 only), or the row tiles' tf32 dgrad's transposed weight
+ * and split partials (a bf16 pairs call without an aligned workspace runs the tiles unsplit:
+ * no partials). */
 size_t vc_cuda_masked_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int variant) {
   const imp_args q = imp_shape(p, a, pass);
   if (mk_pairs_of(p, q, variant)) return mk_pairs_bytes(q);
@@ -1004,9 +1051,10 @@ size_t vc_cuda_masked_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass
  * 2, 4, 8 ways and as the heuristic would, where one round of split units still fits the
  * multiprocessors and each split keeps MK_MIN_SPLIT_STAGES stages (16 at most); and the
  * pairs form where it fits, except in a deterministic context, which *restricted then
- * reports: in tf32, which adds into y itself, at any size (its chunks keep the additions in
- * L2), in 16 bits where its fp32 copy of y takes at most half of L2 (beyond, the copy is
- * more memory than the output, for rows whose unions cost little). */
+ * reports: in tf32 at any size (its chunks keep the additions in L2), in 16 bits where y in
+ * fp32 takes at most half of L2 (beyond, where the unions cost little, f16's row tiles were
+ * faster: suite S RES 64 and 128, bench/NOTES.md, session 27; and bf16's fp32 copy would be
+ * more memory than the output). */
 extern "C" int vc_cuda_masked_variants(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int out[],
                                        bool *restricted) {
   const vc_cuda_state *cs = vc_cuda(p->ctx);
@@ -1059,8 +1107,9 @@ static vc_status mk_pairs_run(vc_context *ctx, const vc_plan *p, imp_args q, voi
   const vc_status e = mk_tensor_map(ctx, q, q.w, bn, true, &map);
   if (e != VC_OK) return e;
   void *y = q.out;
-  float *target = q.dt == VC_DTYPE_F32 ? (float *)y : (float *)ws;
-  vc_cuda_fill_rows_f32(target, q.rows, q.n_cols, q.bias, (vc_dtype)q.dt, s);
+  const bool copy = mk_pairs_bytes(q) > 0;
+  void *target = copy ? ws : y;
+  vc_cuda_fill_rows(target, copy ? VC_DTYPE_F32 : (vc_dtype)q.dt, q.rows, q.n_cols, q.bias, (vc_dtype)q.dt, s);
   q.out = target, q.bias = NULL, q.order = NULL, q.blk_mask = NULL, q.tile_order = NULL;
   q.n_tiles = (q.n_cols + bn - 1) / bn, q.nsplit = 1;
   /* no pairs (a plan without outputs, or none within reach): the bias alone, no launch */
@@ -1082,7 +1131,7 @@ static vc_status mk_pairs_run(vc_context *ctx, const vc_plan *p, imp_args q, voi
     mk_pair_kernels[q.mode == MODE_DGRAD][vc_cuda_dt_index(q.dt)]<<<
         (unsigned)grid, HP_THREADS(HP_NP(bn)), MK_SMEM(bn, 128, mk_b_kmajor(q.mode, q.dt, true)), s>>>(q, map, NULL, NULL);
   VC_CUDA_TRY(ctx, cudaGetLastError());
-  if (q.dt != VC_DTYPE_F32) vc_cuda_add_slices(y, (vc_dtype)q.dt, target, 1, q.rows * q.n_cols, s);
+  if (copy) vc_cuda_add_slices(y, (vc_dtype)q.dt, (const float *)target, 1, q.rows * q.n_cols, s);
   return VC_OK;
 }
 
@@ -1101,8 +1150,8 @@ vc_status vc_cuda_masked_run(vc_context *ctx, const vc_plan *p, const imp_args &
   imp_args q = args;
   const vc_cuda_state *cs = vc_cuda(ctx);
   const bool ws_ok = ws && vc_aligned16(ws);
-  /* the pairs form, where it applies and has its target (16-bit: in an aligned workspace) */
-  if (mk_pairs_of(p, q, variant) && (ws_ok || q.dt == VC_DTYPE_F32)) return mk_pairs_run(ctx, p, q, ws, s);
+  /* the pairs form, where it applies and has its target (bf16: in an aligned workspace) */
+  if (mk_pairs_of(p, q, variant) && (ws_ok || !mk_pairs_bytes(q))) return mk_pairs_run(ctx, p, q, ws, s);
   if (mk_is_pairs(variant)) variant = 0;
   const size_t wt_bytes = mk_weight_bytes(q);
   if (wt_bytes && !ws_ok) return vc_fail(ctx, VC_ERR_INTERNAL, "voxconv: tf32 masked dgrad without an aligned workspace");
