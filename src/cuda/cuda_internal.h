@@ -213,8 +213,9 @@ void vc_cuda_fill_rows(void *out, vc_dtype odt, int64_t n, int64_t c, const void
 /* dst (n elements of dt) = the sum of nslices fp32 slices [nslices][n], added in slice order
  * (the deterministic split reductions' last step; nslices = 1: a conversion). */
 void vc_cuda_add_slices(void *dst, vc_dtype dt, const float *part, int64_t nslices, int64_t n, cudaStream_t s);
-/* Bytes of the bias gradient's partials (a fixed number of fp64 sums a column). */
-size_t vc_cuda_column_sums_tmp_bytes(int64_t c);
+/* Bytes of the bias gradient's partials over n_rows rows of c columns (fp64 sums a column,
+ * as many as the row count sets). */
+size_t vc_cuda_column_sums_tmp_bytes(int64_t n_rows, int64_t c);
 /* The end of a backward-weight pass: dw = vc_cuda_add_slices of nslices slices (none: dw is
  * already final), and where db is not NULL db = the column sums of dy[n_rows, c] in fp64,
  * in a fixed order (tmp: vc_cuda_column_sums_tmp_bytes of partials); the slice sum and the

@@ -50,7 +50,7 @@ static size_t layout(const vc_plan *p, const vc_conv_args *a, vc_pass pass, char
   int64_t acc = 0, ga = 0, gb = 0, gc = 0, sums = 0;
   if (pass == VC_PASS_FORWARD) acc = f32 ? 0 : p->n_out * co * 4, ga = ch * ci * es, gc = ch * co * 4;
   else if (pass == VC_PASS_BACKWARD_DATA) acc = f32 ? 0 : p->n_in * ci * 4, ga = ch * co * es, gc = ch * ci * 4;
-  else acc = f32 ? 0 : co * p->kvol * ci * 4, ga = ch * ci * es, gb = ch * co * es, sums = (int64_t)vc_cuda_column_sums_tmp_bytes(co);
+  else acc = f32 ? 0 : co * p->kvol * ci * 4, ga = ch * ci * es, gb = ch * co * es, sums = (int64_t)vc_cuda_column_sums_tmp_bytes(p->n_out, co);
   int64_t sizes[5] = {acc, ga, gb, gc, sums}, at = 0;
   void *ptr[5];
   for (int i = 0; i < 5; i++) {

@@ -388,7 +388,7 @@ static size_t imp_layout(const vc_plan *p, const vc_conv_args *a, vc_pass pass, 
     o->acc = acc ? (float *)base : NULL;
     o->sums = base + acc;
   }
-  return (size_t)acc + vc_cuda_column_sums_tmp_bytes(a->out_channels);
+  return (size_t)acc + vc_cuda_column_sums_tmp_bytes(p->n_out, a->out_channels);
 }
 
 extern "C" size_t vc_cuda_implicit_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int variant) {

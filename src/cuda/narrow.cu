@@ -279,7 +279,7 @@ static size_t nw_slice_bytes(const vc_plan *p, const imp_args &q) {
 
 extern "C" size_t vc_cuda_narrow_workspace(const vc_plan *p, const imp_args &q) {
   if (q.mode != MODE_WGRAD || !vc_cuda_narrow_applies(q)) return 0;
-  return nw_slice_bytes(p, q) + vc_cuda_column_sums_tmp_bytes(q.co);
+  return nw_slice_bytes(p, q) + vc_cuda_column_sums_tmp_bytes(p->n_out, q.co);
 }
 
 /* q: imp_shape's fields and the pass's pointers (wgrad: a_src = dy, b_src = x, pair lists,

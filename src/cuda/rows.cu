@@ -3,7 +3,14 @@
 #include "cuda_internal.h"
 #include "dtype.cuh"
 
-#define SUM_ROW_BLOCKS 256 /* partial sums per column; fixed so the result is deterministic */
+/* Partial sums per column of the bias gradient: a function of the row count alone, so the
+ * result is repeatable. One per 16 rows, in multiples of 8, up to 256: a plan of 848 rows
+ * (suite S RES 16) kept 256 x 1024 fp64 partials, 2 MB against its 1.7 MB output. */
+#define SUM_ROW_BLOCKS_MAX 256
+static int sum_row_blocks(int64_t n) {
+  const int64_t b = (n + 16 * 8 - 1) / (16 * 8) * 8;
+  return b < 8 ? 8 : b > SUM_ROW_BLOCKS_MAX ? SUM_ROW_BLOCKS_MAX : (int)b;
+}
 
 /* out[n, c] (storage type odt: f32, or f16 / bf16) = the bias row (of bias_dt; zeros
  * without one), `vec` values a thread: 4 where c % 4 == 0 and out is 16-byte aligned (a 16-
@@ -21,16 +28,16 @@ __global__ static void k_fill_rows(void *out, int odt, int64_t n, int64_t c, con
   }
 }
 
-/* part[b, k] = sum over the rows of row block b of column k, in f64: the bias gradient sums
- * up to millions of rows and must stay within f32 rounding of the truth. A block is 32
- * columns (coalesced reads) x 8 row lanes, reduced in shared memory. */
+/* part[b, k] = sum over the rows of row block b (of gridDim.y) of column k, in f64: the bias
+ * gradient sums up to millions of rows and must stay within f32 rounding of the truth. A
+ * block is 32 columns (coalesced reads) x 8 row lanes, reduced in shared memory. */
 __global__ static void k_column_partials(const void *dy, int dt, int64_t n, int64_t c, double *part) {
   __shared__ double red[8][33];
   const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
   const int64_t k = (int64_t)blockIdx.x * 32 + tx;
   /* four running sums over every fourth row of the lane, added in a fixed order: four
    * loads in flight instead of a chain of dependent ones */
-  const int64_t step = (int64_t)SUM_ROW_BLOCKS * 8;
+  const int64_t step = (int64_t)gridDim.y * 8;
   double s = 0, s1 = 0, s2 = 0, s3 = 0;
   if (k < c) {
     int64_t i = (int64_t)blockIdx.y * 8 + ty;
@@ -63,7 +70,7 @@ __global__ static void k_column_partials_vec(const void *dy, int dt, int64_t n, 
   const int g = threadIdx.x % cv, rl = threadIdx.x / cv;
   double sum[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   if (rl < nl) {
-    const int64_t step = (int64_t)SUM_ROW_BLOCKS * nl;
+    const int64_t step = (int64_t)gridDim.x * nl;
     const uint4 *src = (const uint4 *)dy;
     int64_t i = (int64_t)blockIdx.x * nl + rl;
     for (; i < n; i += 4 * step) {
@@ -97,21 +104,23 @@ __global__ static void k_column_partials_vec(const void *dy, int dt, int64_t n, 
   }
 }
 
-/* db[k] = the sum of the SUM_ROW_BLOCKS partials of column k, for the 32 columns of block
- * `blk`. A block is 32 columns x 8 lanes, lane y adding partials y, y + 8, ... and the lanes
- * adding up in lane order: a fixed order, and 32 loads a thread in flight instead of 256 in
- * a row (one thread a column took ~22 us a call, a latency chain, in every bias gradient). */
-__device__ static __forceinline__ void column_total(const double *part, int64_t c, void *db, int dt, int64_t blk) {
+/* db[k] = the sum of the nblk partials (a multiple of 8) of column k, for the 32 columns of
+ * block `blk`. A block is 32 columns x 8 lanes, lane y adding partials y, y + 8, ... and the
+ * lanes adding up in lane order: a fixed order, and up to 32 loads a thread in flight instead
+ * of 256 in a row (one thread a column took ~22 us a call, a latency chain, in every bias
+ * gradient). */
+__device__ static __forceinline__ void column_total(const double *part, int nblk, int64_t c, void *db, int dt,
+                                                    int64_t blk) {
   __shared__ double red[8][33];
   const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
   const int64_t k = blk * 32 + tx;
   double s = 0;
   if (k < c) {
-    double v[SUM_ROW_BLOCKS / 8];
+    double v[SUM_ROW_BLOCKS_MAX / 8];
 #pragma unroll
-    for (int b = 0; b < SUM_ROW_BLOCKS / 8; b++) v[b] = part[(int64_t)(ty + 8 * b) * c + k];
+    for (int b = 0; b < SUM_ROW_BLOCKS_MAX / 8; b++) v[b] = b < nblk / 8 ? part[(int64_t)(ty + 8 * b) * c + k] : 0.0;
 #pragma unroll
-    for (int b = 0; b < SUM_ROW_BLOCKS / 8; b++) s += v[b];
+    for (int b = 0; b < SUM_ROW_BLOCKS_MAX / 8; b++) s += v[b];
   }
   red[ty][tx] = s;
   __syncthreads();
@@ -164,9 +173,9 @@ __global__ static void k_add_slices(const float *part, int64_t nslices, int64_t 
  * slices, the others the bias gradient's column totals (each ran ~4 us a layer, mostly
  * latency, as two kernels). */
 __global__ static void k_wgrad_finish(const float *part, int64_t nslices, int64_t n, void *dst, int dt, bool vec,
-                                      int slice_blocks, const double *sums, int64_t c, void *db) {
+                                      int slice_blocks, const double *sums, int nsums, int64_t c, void *db) {
   if ((int)blockIdx.x < slice_blocks) add_slices(part, nslices, n, dst, dt, vec, blockIdx.x, slice_blocks);
-  else column_total(sums, c, db, dt, blockIdx.x - slice_blocks);
+  else column_total(sums, nsums, c, db, dt, blockIdx.x - slice_blocks);
 }
 
 extern "C" void vc_cuda_fill_rows(void *out, vc_dtype odt, int64_t n, int64_t c, const void *bias, vc_dtype bias_dt,
@@ -182,15 +191,17 @@ extern "C" void vc_cuda_add_slices(void *dst, vc_dtype dt, const float *part, in
   k_add_slices<<<vc_grid(slices_items(n, vec)), 256, 0, s>>>(part, nslices, n, dst, dt, vec);
 }
 
-extern "C" size_t vc_cuda_column_sums_tmp_bytes(int64_t c) { return (size_t)SUM_ROW_BLOCKS * (size_t)c * sizeof(double); }
+extern "C" size_t vc_cuda_column_sums_tmp_bytes(int64_t n_rows, int64_t c) {
+  return (size_t)sum_row_blocks(n_rows) * (size_t)c * sizeof(double);
+}
 
 /* part[b, k] of the bias gradient's column sums into tmp (vc_cuda_column_sums_tmp_bytes). */
 static void column_partials(vc_dtype dt, const void *dy, int64_t n, int64_t c, void *tmp, cudaStream_t s) {
   const int64_t es = (int64_t)vc_dtype_size(dt);
   if ((c * es) % 16 == 0 && c * es / 16 <= SUM_VEC_THREADS && vc_aligned16(dy)) {
-    k_column_partials_vec<<<SUM_ROW_BLOCKS, SUM_VEC_THREADS, 0, s>>>(dy, dt, n, c, (double *)tmp);
+    k_column_partials_vec<<<sum_row_blocks(n), SUM_VEC_THREADS, 0, s>>>(dy, dt, n, c, (double *)tmp);
   } else {
-    dim3 grid(vc_blocks(c, 32), SUM_ROW_BLOCKS);
+    dim3 grid(vc_blocks(c, 32), sum_row_blocks(n));
     k_column_partials<<<grid, 256, 0, s>>>(dy, dt, n, c, (double *)tmp);
   }
 }
@@ -204,6 +215,6 @@ extern "C" void vc_cuda_wgrad_finish(void *dw, vc_dtype dt, const float *part, i
   column_partials(dt, dy, n_rows, c, tmp, s);
   const bool vec = slices_vec(part, n, dw);
   const int64_t slice_blocks = nslices > 0 && n > 0 ? vc_grid(slices_items(n, vec)) : 0;
-  k_wgrad_finish<<<(unsigned)(slice_blocks + vc_blocks(c, 32)), 256, 0, s>>>(part, nslices, n, dw, dt, vec,
-                                                                           (int)slice_blocks, (const double *)tmp, c, db);
+  k_wgrad_finish<<<(unsigned)(slice_blocks + vc_blocks(c, 32)), 256, 0, s>>>(
+      part, nslices, n, dw, dt, vec, (int)slice_blocks, (const double *)tmp, sum_row_blocks(n_rows), c, db);
 }

@@ -550,7 +550,7 @@ static size_t wr_splits_bytes(const vc_plan *p, const vc_conv_args *a, const wr_
 
 size_t vc_cuda_masked_wgrad_workspace(const vc_plan *p, const vc_conv_args *a, int variant) {
   const wr_shape sh = wr_shape_of(p, a, variant);
-  return wr_part_bytes(p, a, sh) + wr_splits_bytes(p, a, sh) + vc_cuda_column_sums_tmp_bytes(a->out_channels);
+  return wr_part_bytes(p, a, sh) + wr_splits_bytes(p, a, sh) + vc_cuda_column_sums_tmp_bytes(p->n_out, a->out_channels);
 }
 
 /* dst[0, n) = the bf16 hi parts of src's n values, dst[n, 2n) the lo parts (the tf32
