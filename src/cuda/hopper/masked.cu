@@ -633,64 +633,43 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
         continue;
       }
 
-      if (pairs && mk_pairs_direct(dt)) {
-        /* out[row, n .. n + 7] += the products in f16, one 16-byte L2 reduction a lane,
-         * each instruction 4 rows x 128 bytes, as below: each warp stages 8 rows x 64
-         * columns at a time, packed (row x at word 36 x: a fragment's 32 writes of a column
-         * pair land on distinct banks, and the 16-byte reads stay aligned), half h of its 16
-         * rows, read as 8 consecutive columns a lane. */
-        if (blk0 * 64 + warp * 16 >= pn) continue; /* none of this warp's rows has a pair */
-        const int q4 = lane & 3, rr = lane >> 3, c8 = lane & 7;
-        uint32_t *const rw = (uint32_t *)rs;
-        int32_t xrow[2][2]; /* the written rows of read rows rr and 4 + rr of half h */
-#pragma unroll
-        for (int h = 0; h < 2; h++)
-#pragma unroll
-          for (int i = 0; i < 2; i++) xrow[h][i] = __shfl_sync(0xffffffffu, prow[h], 4 * (4 * i + rr));
-#pragma unroll
-        for (int jc = 0; jc < bn / 64; jc++)
-#pragma unroll
-          for (int h = 0; h < 2; h++) {
-#pragma unroll
-            for (int jj = 0; jj < 8; jj++) {
-              const float *f = acc + 4 * (8 * jc + jj) + 2 * h;
-              rw[(lane >> 2) * 36 + 4 * jj + q4] = vc_pack2(VC_DTYPE_F16, f[0], f[1]);
-            }
-            __syncwarp();
-            const int64_t n = w.n0 + 64 * jc + 8 * c8;
-#pragma unroll
-            for (int i = 0; i < 2; i++) mk_red8_f16(p, xrow[h][i], n, *(const uint4 *)(rw + (4 * i + rr) * 36 + 4 * c8));
-            __syncwarp();
-          }
-        continue;
-      }
       if (pairs) {
-        /* out[row, n .. n + 3] += the products, one 16-byte L2 reduction a lane, each
-         * instruction 4 rows x 128 bytes: a fragment's quad holds 2 rows x 8 columns, so
-         * straight from it an instruction met 16 rows x 32 bytes, four times the L2 requests
-         * (ncu, suite S RES 16 f16 forward: 65 -> 56 us with the 4-row pattern). Each warp
-         * stages 8 rows x 32 columns at a time in shared memory: half h of its 16 rows,
-         * written as fragments, read as 4 consecutive columns a lane. */
+        /* out[row, n ..] += the products, one 16-byte L2 reduction a lane (4 fp32 values, or
+         * 8 f16 ones: mk_pairs_direct), each instruction 4 rows x 128 bytes: a fragment's quad
+         * holds 2 rows x 8 columns, so straight from it an instruction met 16 rows x 32
+         * bytes, four times the L2 requests (ncu, suite S RES 16 f16 forward: 65 -> 56 us
+         * with the 4-row pattern). Each warp stages 8 rows of 128 bytes at a time in shared
+         * memory (32 fp32 or 64 f16 columns: half h of its 16 rows), written as fragments,
+         * read as 16 consecutive bytes a lane. Rows of 40 floats put a half-warp's 8-byte
+         * writes of 4 rows on distinct banks; packed f16 rows of 36 words do so for the
+         * 4-byte writes of 8 rows. */
         if (blk0 * 64 + warp * 16 >= pn) continue; /* none of this warp's rows has a pair */
-        const int q4 = lane & 3, rr = lane >> 3, c4 = 4 * (lane & 7);
+        const bool f16 = mk_pairs_direct(dt);
+        const int cols = f16 ? 64 : 32, stride = f16 ? 36 : MK_RS_ROW; /* a staged chunk, words a row */
+        const int q4 = lane & 3, rr = lane >> 3, c8 = lane & 7;
         int32_t xrow[2][2]; /* the written rows of read rows rr and 4 + rr of half h */
 #pragma unroll
         for (int h = 0; h < 2; h++)
 #pragma unroll
           for (int i = 0; i < 2; i++) xrow[h][i] = __shfl_sync(0xffffffffu, prow[h], 4 * (4 * i + rr));
 #pragma unroll
-        for (int jc = 0; jc < bn / 32; jc++)
+        for (int jc = 0; jc < bn / cols; jc++)
 #pragma unroll
           for (int h = 0; h < 2; h++) {
 #pragma unroll
-            for (int jj = 0; jj < 4; jj++) {
-              const float *f = acc + 4 * (4 * jc + jj) + 2 * h;
-              *(float2 *)(rs + (lane >> 2) * MK_RS_ROW + 8 * jj + 2 * q4) = make_float2(f[0], f[1]);
+            for (int jj = 0; jj < cols / 8; jj++) {
+              const float *f = acc + 4 * (cols / 8 * jc + jj) + 2 * h;
+              if (f16) ((uint32_t *)rs)[(lane >> 2) * stride + 4 * jj + q4] = vc_pack2(VC_DTYPE_F16, f[0], f[1]);
+              else *(float2 *)(rs + (lane >> 2) * stride + 8 * jj + 2 * q4) = make_float2(f[0], f[1]);
             }
             __syncwarp();
-            const int64_t n = w.n0 + 32 * jc + c4;
+            const int64_t n = w.n0 + cols * jc + cols / 8 * c8;
 #pragma unroll
-            for (int i = 0; i < 2; i++) mk_red4(p, xrow[h][i], n, *(const float4 *)(rs + (4 * i + rr) * MK_RS_ROW + c4));
+            for (int i = 0; i < 2; i++) {
+              const float *r = rs + (4 * i + rr) * stride + 4 * c8;
+              if (f16) mk_red8_f16(p, xrow[h][i], n, *(const uint4 *)r);
+              else mk_red4(p, xrow[h][i], n, *(const float4 *)r);
+            }
             __syncwarp();
           }
         continue;
