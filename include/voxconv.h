@@ -313,7 +313,8 @@ VC_API vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, cons
  * "pairs.bn256"): each offset's pair list multiplied in tiles of 128 pairs, 256 columns
  * wide, each tile's products added into the output by L2 reductions (f16 and tf32; bf16
  * into an fp32 copy of it in the workspace, rows x columns x 4 bytes, then converted: bf16
- * rounded at each addition would triple its error; f16 so rounded measured 6e-4), the bias
+ * rounded at each addition would triple its error; f16 so rounded measured 6e-4, and a
+ * partial sum past f16's range is inf even where the whole sum would not be), the bias
  * first. Where few rows share their offsets (suite S RES 16-32) it
  * multiplies far fewer zeros than the row tiles; it needs more than 128 output columns, at
  * most 32 kernel offsets and reductions of more than 64 bytes a row, and the tuner offers

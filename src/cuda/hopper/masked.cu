@@ -74,8 +74,8 @@
 #define MK_GTAB 27
 /* The pairs form's epilogue stages each consumer warp's products, 8 rows x 32 columns at a
  * time, in rows of 40 floats (the 8 of padding put a half-warp's 8-byte writes of 4 rows on
- * distinct banks; the swapped tf32 dgrad uses 32 of each 40, rows of 32 under an XOR
- * swizzle): MK_RS floats for the 8 warps, at word MK_RS_AT of the gather tables (16-byte
+ * distinct banks; f16 stages 8 rows x 64 columns packed, in rows of 36 words; the swapped
+ * tf32 dgrad uses 32 of each 40, rows of 32 under an XOR swizzle): MK_RS floats for the 8 warps, at word MK_RS_AT of the gather tables (16-byte
  * aligned), their last space. */
 #define MK_RS_ROW 40
 #define MK_RS (8 * 8 * MK_RS_ROW)
@@ -400,7 +400,7 @@ __device__ static __forceinline__ void mk_consume_swapped(float *acc, const hp_r
  * warpgroup g working on units of their own through half the ring each. pairs: the
  * pairs form (pipes 1, nsplit 1, K <= 32; see mk_pairs_run): tiles of pairs, each of one
  * offset (p.pair_start, p.pblocks, p.pchunk: mk_ptile_of), whose products the epilogue
- * adds into the fp32 rows of p.out with L2 reductions. */
+ * adds into the rows of p.out with L2 reductions (fp32 rows, or f16 ones: mk_pairs_direct). */
 __device__ static __forceinline__ void mk_body(const imp_args &args, const CUtensorMap *bmap, float *part, int *cnt,
                                                const int mode, const int dt, const int bn, const int kb, const int np,
                                                const int pipes, const bool pairs) {
