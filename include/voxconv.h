@@ -315,21 +315,22 @@ VC_API vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, cons
  * into an fp32 copy of it in the workspace, rows x columns x 4 bytes, then converted: bf16
  * rounded at each addition would triple its error; f16 so rounded measured 6e-4, and a
  * partial sum past f16's range is inf even where the whole sum would not be), the bias
- * first. Where few rows share their offsets (suite S RES 16-32) it
- * multiplies far fewer zeros than the row tiles; it needs more than 128 output columns, at
- * most 32 kernel offsets and reductions of more than 64 bytes a row, and the tuner offers
- * it in 16 bits where the output in fp32 fits in half of L2. Its additions come in a varying
- * order, so a VOXCONV_DETERMINISTIC context runs the row tiles instead (also where a cache
- * line names the pairs form), as does a bf16 call without an aligned workspace. Its backward-weight
- * cuts every offset's pairs into chunks and, in the wgmma kernels, adds the chunks' fp32
- * partials with reductions in L2 into an fp32 dW (in the workspace, or dW itself in tf32;
- * the order of those additions varies from run to run); in a VOXCONV_DETERMINISTIC context
- * it stores one partial slice per chunk and adds them in a fixed order instead (fewer
- * chunks, a larger workspace, somewhat slower); with one chunk it stores dW directly,
- * repeatable in any context. Forward and backward-data results are repeatable bit for bit
- * (split partials are added in a fixed order), except in the pairs form; backward-weight's
- * only in a VOXCONV_DETERMINISTIC context (there its implicit fallback also runs with one
- * split; it does so too, and is repeatable, where the layer's tiles fill the GPU alone).
+ * first. Where few rows share their offsets (suite S RES 16-64) it multiplies far fewer
+ * zeros than the row tiles; it needs more than 128 output columns, at most 32 kernel
+ * offsets and reductions of more than 64 bytes a row, and the tuner offers it in f16 and
+ * tf32 at any size, in bf16 where the fp32 copy fits in half of L2. Its additions come in a
+ * varying order, so a VOXCONV_DETERMINISTIC context runs the row tiles instead (also where a
+ * cache line names the pairs form), as does a bf16 call without an aligned workspace. Its
+ * backward-weight cuts every offset's pairs into chunks and, in the wgmma kernels, adds the
+ * chunks' fp32 partials with reductions in L2 into an fp32 dW (in the workspace, or dW
+ * itself in tf32; the order of those additions varies from run to run); in a
+ * VOXCONV_DETERMINISTIC context it stores one partial slice per chunk and adds them in a
+ * fixed order instead (fewer chunks, a larger workspace, somewhat slower); with one chunk it
+ * stores dW directly, repeatable in any context. Forward and backward-data results are
+ * repeatable bit for bit (split partials are added in a fixed order), except in the pairs
+ * form; backward-weight's only in a VOXCONV_DETERMINISTIC context (there its implicit
+ * fallback also runs with one split; it does so too, and is repeatable, where the layer's
+ * tiles fill the GPU alone).
  * Read by vc_context_create: VOXCONV_WGMMA=0 removes VC_ALGO_MASKED (for comparisons);
  * VOXCONV_MASKED_BN=64|96|128|256 fixes its tile width (else chosen per call from the
  * channels and the grid; backward-weight has no 96 and runs 128 for it, and in tf32 runs 128

@@ -1030,10 +1030,9 @@ size_t vc_cuda_masked_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass
  * 2, 4, 8 ways and as the heuristic would, where one round of split units still fits the
  * multiprocessors and each split keeps MK_MIN_SPLIT_STAGES stages (16 at most); and the
  * pairs form where it fits, except in a deterministic context, which *restricted then
- * reports: in tf32 at any size (its chunks keep the additions in L2), in 16 bits where y in
- * fp32 takes at most half of L2 (beyond, where the unions cost little, f16's row tiles were
- * faster: suite S RES 64 and 128, bench/NOTES.md, session 27; and bf16's fp32 copy would be
- * more memory than the output). */
+ * reports: in f16 and tf32, which add into y, at any size (its chunks keep the additions in
+ * L2); in bf16 where its fp32 copy of y takes at most half of L2 (beyond, the copy is more
+ * memory than the output). */
 extern "C" int vc_cuda_masked_variants(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int out[],
                                        bool *restricted) {
   const vc_cuda_state *cs = vc_cuda(p->ctx);
@@ -1043,7 +1042,7 @@ extern "C" int vc_cuda_masked_variants(const vc_plan *p, const vc_conv_args *a, 
   const int heur = mk_shape_of(cs, q.rows, q.n_cols, q.c_red, q.K, q.dt, true, 0).nsplit;
   const int splits[5] = {1, 2, 4, 8, heur};
   int n = 0;
-  if (mk_pairs_fit(p, q) && (q.dt == VC_DTYPE_F32 || mk_pairs_in_l2(cs, q))) {
+  if (mk_pairs_fit(p, q) && (!mk_pairs_bytes(q) || mk_pairs_in_l2(cs, q))) {
     if (p->ctx->deterministic) *restricted = true;
     else out[n++] = MK_PAIRS_VARIANT;
   }
