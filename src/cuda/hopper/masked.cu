@@ -963,21 +963,25 @@ __global__ static void __launch_bounds__(256) k_mk_tf32_weight(const float *w, f
  * measured on). Its tiles run chunk by chunk of rows (mk_ptile_of), so the reductions
  * resolve in L2 at any size; the tuner offers it as vc_cuda_masked_variants says. */
 
-/* The pass's output rows, in fp32, fit in half of L2. */
-static bool mk_pairs_in_l2(const vc_cuda_state *cs, const imp_args &q) { return q.rows * q.n_cols * 4 <= cs->l2_bytes / 2; }
+/* Bytes of the rows the pairs form adds into: the pass's output rows, in f16 (mk_pairs_direct)
+ * or fp32. */
+static int64_t mk_pairs_target_bytes(const imp_args &q) { return q.rows * q.n_cols * (mk_pairs_direct(q.dt) ? 2 : 4); }
+/* They fit in half of L2. */
+static bool mk_pairs_in_l2(const vc_cuda_state *cs, const imp_args &q) { return mk_pairs_target_bytes(q) <= cs->l2_bytes / 2; }
 
 /* The pairs form's chunks (mk_ptile_of), in VC_PAIR_ROWS blocks of output rows (pblocks > 0
  * of them): one where the rows it adds into fit in half of L2 (mk_pairs_in_l2: the form's
  * first rule, measured with one chunk at suite S RES 16 and 32); else as many blocks a
  * chunk as keep one chunk's rows within a quarter of L2 (q.rows / n_out of them an output
- * row: the dgrad's written rows are the inputs); VOXCONV_MASKED_PAIR_ROWS's rows instead,
- * where set. Widened where needed so the table's ceil(pblocks / g) K entries fit MK_PT_MAX. */
+ * row: the dgrad's written rows are the inputs; f16's rows count 2 bytes a value: at suite
+ * S RES 64 its chunks of 6144 rows ran 1.9 % faster than of 3072, bench/NOTES.md, session
+ * 30); VOXCONV_MASKED_PAIR_ROWS's rows instead, where set. Widened where needed so the table's ceil(pblocks / g) K entries fit MK_PT_MAX. */
 static int mk_pair_chunk(const vc_cuda_state *cs, const vc_plan *p, const imp_args &q, int64_t pblocks) {
   int64_t g;
   if (cs->masked_pair_rows) g = (cs->masked_pair_rows + VC_PAIR_ROWS - 1) / VC_PAIR_ROWS;
   else if (mk_pairs_in_l2(cs, q)) g = pblocks;
   else /* bytes of a block of output rows: n_out > 0 where there are blocks */
-    g = (int64_t)((double)cs->l2_bytes / 4.0 / ((double)(q.rows * q.n_cols * 4) / (double)p->n_out * VC_PAIR_ROWS));
+    g = (int64_t)((double)cs->l2_bytes / 4.0 / ((double)mk_pairs_target_bytes(q) / (double)p->n_out * VC_PAIR_ROWS));
   const int64_t per = MK_PT_MAX / q.K, fit = (pblocks + per - 1) / per; /* chunks <= per */
   if (g < fit) g = fit;
   if (g < 1) g = 1;
