@@ -75,8 +75,8 @@
 /* The pairs form's epilogue stages each consumer warp's products, 8 rows x 32 columns at a
  * time, in rows of 40 floats (the 8 of padding put a half-warp's 8-byte writes of 4 rows on
  * distinct banks; f16 stages 8 rows x 64 columns packed, in rows of 36 words; the swapped
- * tf32 dgrad uses 32 of each 40, rows of 32 under an XOR swizzle): MK_RS floats for the 8 warps, at word MK_RS_AT of the gather tables (16-byte
- * aligned), their last space. */
+ * tf32 dgrad uses 32 of each 40, rows of 32 under an XOR swizzle): MK_RS floats for the 8
+ * warps, at word MK_RS_AT of the gather tables (16-byte aligned), their last space. */
 #define MK_RS_ROW 40
 #define MK_RS (8 * 8 * MK_RS_ROW)
 #define MK_RS_AT ((2 * MK_GTAB * GTAB_STRIDE(MK_BM) - MK_RS) & ~3)
@@ -103,11 +103,11 @@ __host__ __device__ static inline bool mk_swapped(int mode, int dt, bool pairs) 
   return pairs && mode == MODE_DGRAD && dt == VC_DTYPE_F32;
 }
 /* The pairs form adds f16 products straight into y, rounded at each addition (mk_red8_f16):
- * no fp32 copy of y, half the bytes reduced, no conversion pass (suite S RES 16: 12 % off the
- * form's kernels; relative error 2.1e-4 -> 6.1e-4; a partial sum past f16's range is inf
- * even where the whole would not be). bf16, whose rounding is 8 times coarser, adds into an
- * fp32 copy of y: added directly it ran as fast, but its error went 1.7e-3 -> 4.9e-3, half
- * the tolerance (bench/NOTES.md, session 30). tf32's y is fp32 itself. */
+ * no fp32 copy of y, half the bytes reduced, no conversion pass (suite S RES 16 and 32: 12 %
+ * off the form's kernels; relative error 2.1e-4 -> 6.1e-4; a partial sum past f16's range
+ * is inf even where the whole would not be). bf16, whose rounding is 8 times coarser, adds
+ * into an fp32 copy of y: added directly it ran as fast, but its error went 1.7e-3 ->
+ * 4.9e-3, half the tolerance (bench/NOTES.md, session 30). tf32's y is fp32 itself. */
 __host__ __device__ static inline bool mk_pairs_direct(int dt) { return dt == VC_DTYPE_F16; }
 /* B is K-major (one TMA box a stage) in the forward and in the row tiles' tf32 dgrad
  * (transposed weight); else the weight as stored, in 128-byte-wide MN-major atoms. */
@@ -975,7 +975,8 @@ static bool mk_pairs_in_l2(const vc_cuda_state *cs, const imp_args &q) { return 
  * chunk as keep one chunk's rows within a quarter of L2 (q.rows / n_out of them an output
  * row: the dgrad's written rows are the inputs; f16's rows count 2 bytes a value: at suite
  * S RES 64 its chunks of 6144 rows ran 1.9 % faster than of 3072, bench/NOTES.md, session
- * 30); VOXCONV_MASKED_PAIR_ROWS's rows instead, where set. Widened where needed so the table's ceil(pblocks / g) K entries fit MK_PT_MAX. */
+ * 30); VOXCONV_MASKED_PAIR_ROWS's rows instead, where set. Widened where needed so the
+ * table's ceil(pblocks / g) K entries fit MK_PT_MAX. */
 static int mk_pair_chunk(const vc_cuda_state *cs, const vc_plan *p, const imp_args &q, int64_t pblocks) {
   int64_t g;
   if (cs->masked_pair_rows) g = (cs->masked_pair_rows + VC_PAIR_ROWS - 1) / VC_PAIR_ROWS;
