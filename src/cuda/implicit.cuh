@@ -230,9 +230,9 @@ extern "C" vc_status vc_cuda_narrow_init(vc_context *ctx);
  * plan's regrouped order (vc_cuda_plan_groups). The workspace holds split-reduction partials
  * where the call splits (small grids), or the pairs form's fp32 copy of the output (bf16; f16
  * and tf32 add into the output itself); a NULL or unaligned one runs the row tiles unsplit
- * (and the pairs form where it needs none). The row tiles' tf32 dgrad needs an
- * aligned one: it holds the transposed weight (the pairs form's reads the weight as
- * stored). init fetches the driver's tensor-map encoder. */
+ * (and the pairs form where it needs none). The row tiles' tf32 dgrad needs an aligned one:
+ * it holds the transposed weight (the pairs form's reads the weight as stored). init fetches
+ * the driver's tensor-map encoder. */
 size_t vc_cuda_masked_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int variant);
 vc_status vc_cuda_masked_run(vc_context *ctx, const vc_plan *p, const imp_args &q, int variant, void *ws,
                              cudaStream_t s);

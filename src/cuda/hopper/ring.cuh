@@ -6,8 +6,9 @@
  * stage is an A tile (the consumers' 2 x 64 rows, kb = 128 or 64 bytes of reduction values
  * deep: 64 or 32 16-bit values, 32 or 16 tf32) and a B tile (bn columns), K-major tiles
  * kb-byte swizzled, MN-major ones 128-byte swizzled in atoms 64 kb bytes apart (see
- * ptx/wgmma.cuh; masked.cu's swapped tf32 dgrad: 32 kb), in a 192 KB ring. Producer warpgroup g issues stages g, g + np, ...
- * alone (where a CTA runs two pipelines, masked.cu, each warpgroup every stage of its own).
+ * ptx/wgmma.cuh; masked.cu's swapped tf32 dgrad: 32 kb), in a 192 KB ring. Producer
+ * warpgroup g issues stages g, g + np, ... alone (where a CTA runs two pipelines, masked.cu,
+ * each warpgroup every stage of its own).
  * Slot s's `full` barrier completes when that warpgroup's copies of the stage have landed;
  * its `empty` barrier when the consumer warps that read it (8, or 4 where a CTA runs two
  * pipelines on half the ring each: masked.cu) have retired the wgmma that read it. */
