@@ -29,6 +29,8 @@ typedef struct vc_cuda_state {
   int64_t masked_pair_rows; /* VOXCONV_MASKED_PAIR_ROWS: output rows a chunk of the pairs form, 0 = chosen */
   int64_t pairs_runs; /* calls that ran that pairs form (the GPU tests read it: vc_cuda_masked_pairs_runs) */
   int64_t pairs_chunks; /* the last such call's chunks of rows (vc_cuda_masked_pairs_chunks) */
+  int64_t wgrad_sums_runs; /* masked wgrad calls whose kernel summed the bias gradient
+                              (vc_cuda_masked_wgrad_sums_runs, read by the GPU tests) */
   void *encode_tiled; /* the driver's cuTensorMapEncodeTiled (sm_90: the masked algorithm's
                          TMA weight loads), NULL elsewhere */
 } vc_cuda_state;
@@ -218,10 +220,11 @@ void vc_cuda_add_slices(void *dst, vc_dtype dt, const float *part, int64_t nslic
 size_t vc_cuda_column_sums_tmp_bytes(int64_t n_rows, int64_t c);
 /* The end of a backward-weight pass: dw = vc_cuda_add_slices of nslices slices (none: dw is
  * already final), and where db is not NULL db = the column sums of dy[n_rows, c] in fp64,
- * in a fixed order (tmp: vc_cuda_column_sums_tmp_bytes of partials); the slice sum and the
- * column totals share one launch. */
+ * in a fixed order: from tmp_parts rows of fp64 partials [tmp_parts][c] already in tmp (the
+ * Hopper wgrad's own), or with tmp_parts 0 from partials it first sums from dy into tmp
+ * (vc_cuda_column_sums_tmp_bytes); the slice sum and the column totals share one launch. */
 void vc_cuda_wgrad_finish(void *dw, vc_dtype dt, const float *part, int64_t nslices, int64_t n, void *db,
-                          const void *dy, int64_t n_rows, int64_t c, void *tmp, cudaStream_t s);
+                          const void *dy, int64_t n_rows, int64_t c, void *tmp, int64_t tmp_parts, cudaStream_t s);
 
 #ifdef __cplusplus
 }

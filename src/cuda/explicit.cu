@@ -99,7 +99,7 @@ extern "C" vc_status vc_cuda_explicit_run(vc_context *ctx, const vc_plan *p, con
         BLAS_TRY(ctx, cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_T, (int)ci, (int)co, (int)m, &one, w.ga, t, (int)ci, w.gb, t,
                                    (int)co, &one, acc + r * ci, CUDA_R_32F, (int)(K * ci), ct, CUBLAS_GEMM_DEFAULT));
       }
-    vc_cuda_wgrad_finish(out0, a->dtype, acc, f32 ? 0 : 1, co * K * ci, out1, in1, p->n_out, co, w.sums, s);
+    vc_cuda_wgrad_finish(out0, a->dtype, acc, f32 ? 0 : 1, co * K * ci, out1, in1, p->n_out, co, w.sums, 0, s);
     VC_CUDA_TRY(ctx, cudaGetLastError());
     return VC_OK;
   }

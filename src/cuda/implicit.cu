@@ -478,7 +478,7 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
       else k_implicit_ffma<<<grid, FF_THREADS, 0, s>>>(q);
     }
     vc_cuda_wgrad_finish(out0, a->dtype, w.acc, w.acc ? 1 : 0, q.co * q.K * q.ci, out1, in1, p->n_out,
-                         q.co, w.sums, s);
+                         q.co, w.sums, 0, s);
   } else if (q.rows > 0 && use_masked) {
     return vc_cuda_masked_run(ctx, p, q, variant, ws, s); /* it picks the form, and the row order */
   } else if (q.rows > 0) {

@@ -298,7 +298,7 @@ extern "C" vc_status vc_cuda_narrow_run(vc_context *ctx, const vc_plan *p, const
           q, part, q.co % NW_WG_CO == 0 && nw_aligned8(q.a_src), q.ci == (q.ci > 4 ? 8 : 4) && nw_aligned8(q.b_src));
     else VC_CUDA_TRY(ctx, cudaMemsetAsync(part, 0, (size_t)n * 4, s));
     vc_cuda_wgrad_finish(q.out, (vc_dtype)q.dt, part, p->n_pairs > 0 ? nsl : 1, n, db, q.a_src, p->n_out, q.co,
-                         (char *)ws + nw_slice_bytes(p, q), s);
+                         (char *)ws + nw_slice_bytes(p, q), 0, s);
   } else if (q.rows > 0) {
     const int ci = nw_index(q.c_red), cmax = 4 << ci;
     const nw_kernel k = nw_kernels[vc_cuda_dt_index(q.dt)][ci];

@@ -104,24 +104,27 @@ __global__ static void k_column_partials_vec(const void *dy, int dt, int64_t n, 
   }
 }
 
-/* db[k] = the sum of the nblk partials (a multiple of 8) of column k, for the 32 columns of
- * block `blk`. A block is 32 columns x 8 lanes, lane y adding partials y, y + 8, ... and the
- * lanes adding up in lane order: a fixed order, and up to 32 loads a thread in flight instead
- * of 256 in a row (one thread a column took ~22 us a call, a latency chain, in every bias
- * gradient). */
-__device__ static __forceinline__ void column_total(const double *part, int nblk, int64_t c, void *db, int dt,
+/* db[k] = the sum of the nblk partials of column k, for the 32 columns of block `blk`. A
+ * block is 32 columns x 8 lanes, lane y adding partials y, y + 8, ... and the lanes adding
+ * up in lane order: a fixed order, and up to 32 loads a thread in flight instead of 256 in a
+ * row (one thread a column took ~22 us a call, a latency chain, in every bias gradient). */
+__device__ static __forceinline__ void column_total(const double *part, int64_t nblk, int64_t c, void *db, int dt,
                                                     int64_t blk) {
   __shared__ double red[8][33];
   const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
   const int64_t k = blk * 32 + tx;
   double s = 0;
-  if (k < c) {
-    double v[SUM_ROW_BLOCKS_MAX / 8];
+  if (k < c)
+    for (int64_t b0 = 0; b0 < nblk; b0 += SUM_ROW_BLOCKS_MAX) {
+      double v[SUM_ROW_BLOCKS_MAX / 8];
 #pragma unroll
-    for (int b = 0; b < SUM_ROW_BLOCKS_MAX / 8; b++) v[b] = b < nblk / 8 ? part[(int64_t)(ty + 8 * b) * c + k] : 0.0;
+      for (int b = 0; b < SUM_ROW_BLOCKS_MAX / 8; b++) {
+        const int64_t i = b0 + ty + 8 * b;
+        v[b] = i < nblk ? part[i * c + k] : 0.0;
+      }
 #pragma unroll
-    for (int b = 0; b < SUM_ROW_BLOCKS_MAX / 8; b++) s += v[b];
-  }
+      for (int b = 0; b < SUM_ROW_BLOCKS_MAX / 8; b++) s += v[b];
+    }
   red[ty][tx] = s;
   __syncthreads();
   if (ty == 0 && k < c) {
@@ -173,7 +176,7 @@ __global__ static void k_add_slices(const float *part, int64_t nslices, int64_t 
  * slices, the others the bias gradient's column totals (each ran ~4 us a layer, mostly
  * latency, as two kernels). */
 __global__ static void k_wgrad_finish(const float *part, int64_t nslices, int64_t n, void *dst, int dt, bool vec,
-                                      int slice_blocks, const double *sums, int nsums, int64_t c, void *db) {
+                                      int slice_blocks, const double *sums, int64_t nsums, int64_t c, void *db) {
   if ((int)blockIdx.x < slice_blocks) add_slices(part, nslices, n, dst, dt, vec, blockIdx.x, slice_blocks);
   else column_total(sums, nsums, c, db, dt, blockIdx.x - slice_blocks);
 }
@@ -207,14 +210,16 @@ static void column_partials(vc_dtype dt, const void *dy, int64_t n, int64_t c, v
 }
 
 extern "C" void vc_cuda_wgrad_finish(void *dw, vc_dtype dt, const float *part, int64_t nslices, int64_t n, void *db,
-                                     const void *dy, int64_t n_rows, int64_t c, void *tmp, cudaStream_t s) {
+                                     const void *dy, int64_t n_rows, int64_t c, void *tmp, int64_t tmp_parts,
+                                     cudaStream_t s) {
   if (!db) {
     if (nslices > 0) vc_cuda_add_slices(dw, dt, part, nslices, n, s);
     return;
   }
-  column_partials(dt, dy, n_rows, c, tmp, s);
+  if (tmp_parts <= 0) column_partials(dt, dy, n_rows, c, tmp, s);
   const bool vec = slices_vec(part, n, dw);
   const int64_t slice_blocks = nslices > 0 && n > 0 ? vc_grid(slices_items(n, vec)) : 0;
   k_wgrad_finish<<<(unsigned)(slice_blocks + vc_blocks(c, 32)), 256, 0, s>>>(
-      part, nslices, n, dw, dt, vec, (int)slice_blocks, (const double *)tmp, sum_row_blocks(n_rows), c, db);
+      part, nslices, n, dw, dt, vec, (int)slice_blocks, (const double *)tmp,
+      tmp_parts > 0 ? tmp_parts : sum_row_blocks(n_rows), c, db);
 }

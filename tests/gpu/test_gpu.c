@@ -727,17 +727,26 @@ static vc_conv_args masked_args(const plan_pair *pp, const conv_data *cd, char *
   return a;
 }
 
+int64_t vc_cuda_masked_wgrad_sums_runs(const vc_context *ctx); /* wgrad.cu; in no public header */
+
 /* All three passes of cd on pp's GPU plan with VC_ALGO_MASKED (tf32 math for f32 storage)
  * against the reference, in ctx, whose configuration cfg (BN, split, deterministic, the
- * wgrad's form, pipelines; as below) names the runs. */
-static void masked_passes(vc_context *ctx, const plan_pair *pp, conv_data *cd, const char *const cfg[5]) {
+ * wgrad's form, pipelines; as below) names the runs. The wgrad's kernel must have summed the
+ * bias gradient itself (vc_cuda_masked_wgrad_sums_runs: once) exactly where `fused_db` says
+ * (16-bit submanifold plans), else left it to the pass over dy. */
+static void masked_passes(vc_context *ctx, const plan_pair *pp, conv_data *cd, const char *const cfg[5],
+                          bool fused_db) {
   for (int pass = 0; pass < 3; pass++) {
     char rest[128], what[400];
     snprintf(rest, sizeof rest, " BN=%s split=%s%s%s%s %s", cfg[0], cfg[1] ? cfg[1] : "auto",
              cfg[2] ? " deterministic" : "", cfg[3] ? " wgrad=rows" : "", cfg[4] ? " pipes=2 asked" : "",
              vc_pass_name(pass));
     const vc_conv_args a = masked_args(pp, cd, what, sizeof what, rest);
+    const int64_t sums = vc_cuda_masked_wgrad_sums_runs(ctx);
     run_checked(ctx, pp->gpu, cd, &a, (vc_pass)pass, what);
+    const int64_t want = pass == VC_PASS_BACKWARD_WEIGHT && fused_db ? 1 : 0;
+    CHECK(vc_cuda_masked_wgrad_sums_runs(ctx) - sums == want, "%s: the wgrad summed db itself %lld times, expected %lld",
+          what, (long long)(vc_cuda_masked_wgrad_sums_runs(ctx) - sums), (long long)want);
   }
 }
 
@@ -908,7 +917,8 @@ static void test_masked_tiles(void) {
         conv_data cd;
         data_make(&cd, pp[0].cpu, ch[c][0], ch[c][1], dtypes[t]);
         data_reference(&cd, pp[0].cpu, ALL_PASSES);
-        for (int b = 0; b < NCFG; b++) masked_passes(ctx[b], &pp[b], &cd, cfg[b]);
+        for (int b = 0; b < NCFG; b++)
+          masked_passes(ctx[b], &pp[b], &cd, cfg[b], kinds[k] == VC_CONV_SUBMANIFOLD && dtypes[t] != VC_DTYPE_F32);
         data_free(&cd);
       }
     for (int b = 0; b < NCFG; b++) pair_free(&pp[b]);
@@ -936,7 +946,7 @@ static void test_masked_tiles(void) {
         conv_data cd;
         data_make(&cd, pp.cpu, 24, 40, dtypes[t]);
         data_reference(&cd, pp.cpu, ALL_PASSES);
-        masked_passes(ctx[b], &pp, &cd, cfg[b]);
+        masked_passes(ctx[b], &pp, &cd, cfg[b], dtypes[t] != VC_DTYPE_F32);
         data_free(&cd);
       }
     pair_free(&pp);
@@ -1039,7 +1049,7 @@ static void test_masked_pairs(void) {
         const int64_t es = dtypes[t] == VC_DTYPE_F32 ? 4 : 2, ci = ch[c][0], co = ch[c][1];
         const int want = (k < 2 && co > 128 && ci * es > 64) + (k < 2 && ci > 128 && co * es > 64);
         const int64_t before = vc_cuda_masked_pairs_runs(ctx);
-        masked_passes(ctx, &pp, &cd, cfg);
+        masked_passes(ctx, &pp, &cd, cfg, k != 1 && dtypes[t] != VC_DTYPE_F32);
         char what[256];
         const vc_conv_args a = masked_args(&pp, &cd, what, sizeof what, ", VOXCONV_MASKED_FORM=pairs");
         if (k == 0 && a.dtype != VC_DTYPE_F32 && a.in_channels > 32) {
@@ -1068,7 +1078,7 @@ static void test_masked_pairs(void) {
           plan_pair pc;
           const int64_t runs = vc_cuda_masked_pairs_runs(chunked);
           if (pair_build(&pc, chunked, &d, coords, n)) {
-            masked_passes(chunked, &pc, &cd, cfg);
+            masked_passes(chunked, &pc, &cd, cfg, k != 1 && dtypes[t] != VC_DTYPE_F32);
             const int64_t blocks = (vc_plan_out_count(pc.gpu) + 255) / 256;
             CHECK(vc_cuda_masked_pairs_runs(chunked) - runs == want && vc_cuda_masked_pairs_chunks(chunked) == blocks,
                   "%s: %lld pairs-form calls, the last in %lld chunks; expected %d, %lld", what_c,
@@ -1087,7 +1097,7 @@ static void test_masked_pairs(void) {
           snprintf(what_x, sizeof what_x, "%s, VOXCONV_MASKED_FORM=rows", what);
           if (t == 0) { /* the rows context's f16 run */
             plan_pair pr;
-            if (pair_build(&pr, rows, &d, coords, n)) masked_passes(rows, &pr, &cd, cfg);
+            if (pair_build(&pr, rows, &d, coords, n)) masked_passes(rows, &pr, &cd, cfg, true);
             pair_free(&pr);
           }
           CHECK(vc_cuda_masked_pairs_runs(rows) == 0, "%s: the pairs form ran", what_x);
@@ -1129,7 +1139,7 @@ static void test_masked_pairs(void) {
       data_make(&cd, pp.cpu, 264, 264, VC_DTYPE_F16);
       data_reference(&cd, pp.cpu, ALL_PASSES);
       const int64_t before = vc_cuda_masked_pairs_runs(ctx);
-      masked_passes(ctx, &pp, &cd, cfg);
+      masked_passes(ctx, &pp, &cd, cfg, false);
       CHECK(vc_cuda_masked_pairs_runs(ctx) - before == 1 && vc_cuda_masked_pairs_chunks(ctx) == 0,
             "no-output plan: %lld pairs-form calls, the last in %lld chunks; expected its dgrad, 0",
             (long long)(vc_cuda_masked_pairs_runs(ctx) - before), (long long)vc_cuda_masked_pairs_chunks(ctx));

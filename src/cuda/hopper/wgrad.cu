@@ -195,6 +195,22 @@ __device__ static __forceinline__ wr_unit wr_unit_at(const imp_args &p, int64_t 
   return u;
 }
 
+/* The bias gradient's partials of a unit of the offset `centre` (wr_body: chunk `chunk`,
+ * this consumer warpgroup's output channels c0 .. c0 + 63): cs as hp_col_sums left it, to
+ * row `chunk` of col_sums [S][co], in fp64. Every row and channel has one writer: the
+ * offset's pairs are each row once, and its chunks and channel tiles cover the rows and
+ * channels once. */
+__device__ static __forceinline__ void wr_col_store(const imp_args &p, double *col_sums, const float *cs, int64_t chunk,
+                                                    int64_t c0) {
+  const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
+  if ((lane & 3) == 0)
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int64_t c = c0 + 16 * warp + 8 * h + (lane >> 2);
+      if (c < p.co) col_sums[chunk * p.co + c] = cs[2 * h];
+    }
+}
+
 /* The position of a CTA's i-th unit, or -1 past its last (as in masked.cu's mk_unit_at:
  * hp_deal over the CTAs, reversed every other round, so with the units longest first the
  * CTAs' totals stay close; a round that passes the unit count is the CTA's last). */
@@ -209,7 +225,8 @@ __device__ static __forceinline__ int64_t wr_pos(int64_t i, int64_t units) {
  * x3: a_lo, b_lo (the split operands' lo rows). out, by form: WR_ADD the fp32 dW
  * [co][K][ci] (zeroed; dmap its tensor map, wr_dw_map), WR_SLICES the fp32 slices
  * [S][co][K][ci] (chunk c: slice c), WR_DIRECT dW itself (dtype dt, fp32 with x3). dt: the
- * wgmma's type (bf16 with x3).
+ * wgmma's type (bf16 with x3). col_sums: NULL, or the bias gradient's partials [S][co]
+ * (fp64) that the units of offset `centre` add up as well (wr_fused_sums, wr_col_store).
  *
  * A CTA runs units wr_pos(0), wr_pos(1), ... Where units are short, the slices and direct
  * forms of pairs launch one CTA a multiprocessor, which carries its ring from unit to unit
@@ -217,8 +234,8 @@ __device__ static __forceinline__ int64_t wr_pos(int64_t i, int64_t units) {
  * tile); elsewhere, and always for the add form (whose epilogue stages its tile in the
  * ring) and the rows form (whose live list the whole CTA builds), one CTA a unit. */
 __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensorMap *dmap, void *out, const int form,
-                                               const int dt, const int bn, const int np, const bool rows,
-                                               const bool x3) {
+                                               double *col_sums, const int centre, const int dt, const int bn,
+                                               const int np, const bool rows, const bool x3) {
 #ifdef VC_SM90A
   const int st = WR_STAGES(bn, x3), pt = 128 * np, nh = WR_NH(x3);
   const int a_tile = WR_A_TILE(x3), b_tile = WR_B_TILE(bn, x3);
@@ -347,17 +364,25 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
     hp_pos pos = {0, 0};
     for (int64_t i = 0, upos; (!rows || i < 1) && (upos = wr_pos(i, units)) >= 0; i++) { /* rows: one unit */
       const wr_unit u = wr_unit_at(p, upos, n_ci_t, n_co_t, bn, wr_rk, rows, rows_n_it);
-      if (form == WR_ADD && u.n_it == 0) continue;
+      /* Consumer 1 of a tile whose output channels end within the first 64 (C = 64 layers)
+       * skips every wgmma (one offset, never live, that never ends): its rows are zeros. */
+      const bool idle = cw == 1 && !u.co2;
+      /* The bias gradient (col_sums): the units of the offset that pairs each row with
+       * itself (centre), first input-channel tile, also add up their dy tiles. */
+      const bool sums = !x3 && col_sums && u.r == centre && u.n0 == 0 && !idle;
+      float cs[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      if (form == WR_ADD && u.n_it == 0) {
+        if (sums) wr_col_store(p, col_sums, cs, u.chunk, u.m0 + 64 * cw);
+        continue;
+      }
       const int64_t m0 = u.m0, n0 = u.n0;
       float acc[128];
 #pragma unroll
       for (int j = 0; j < bn / 2; j++) acc[j] = 0.0f;
-      /* Consumer 1 of a tile whose output channels end within the first 64 (C = 64 layers)
-       * skips every wgmma (one offset, never live, that never ends): its rows are zeros. */
-      const bool idle = cw == 1 && !u.co2;
       const uint32_t never = 0u;
       hp_consume(acc, ring, pos, u.n_it, st, a_tile, b_tile, 128, cw * HP_ATOM, bn, dt, HP_MNMN, idle ? 1u : 0u, &never,
-                 1, idle ? 1 << 30 : 1, 0, x3 ? a_half : 0u, x3 ? b_half : 0u);
+                 1, idle ? 1 << 30 : 1, 0, x3 ? a_half : 0u, x3 ? b_half : 0u, sums, cs, cw);
+      if (sums) wr_col_store(p, col_sums, cs, u.chunk, m0 + 64 * cw);
       /* the fragment: row = output channel, column = input channel */
       if (form == WR_ADD) {
         /* The tile goes through shared memory (the ring: free once both consumers' wgmma
@@ -439,8 +464,9 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
 
 #define WR_KERNEL(name, dt, bn, rows, x3)                                                                        \
   __global__ void __launch_bounds__(HP_THREADS(HP_NP(bn)), 1)                                                     \
-      name(const imp_args p, const __grid_constant__ CUtensorMap dmap, void *out, int form) {                       \
-    wr_body(p, &dmap, out, form, dt, bn, HP_NP(bn), rows, x3);                                                      \
+      name(const imp_args p, const __grid_constant__ CUtensorMap dmap, void *out, int form, double *col_sums,       \
+           int centre) {                                                                                          \
+    wr_body(p, &dmap, out, form, col_sums, centre, dt, bn, HP_NP(bn), rows, x3);                                    \
   }
 /* a form's eight kernels: f16 and bf16 at each tile width, tf32 (split operands) at 64 and
  * 128 */
@@ -456,7 +482,7 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
 WR_KERNELS(_, false)
 WR_KERNELS(_rows_, true)
 
-typedef void (*wr_kernel)(const imp_args, const CUtensorMap, void *, int);
+typedef void (*wr_kernel)(const imp_args, const CUtensorMap, void *, int, double *, int);
 static const int wr_bn[3] = {64, 128, 256};
 /* [pairs, rows][tile width][f16, bf16, tf32]; no 256-wide tf32 (its stage would be 96 KB:
  * two in the ring) */
@@ -548,9 +574,25 @@ static size_t wr_splits_bytes(const vc_plan *p, const vc_conv_args *a, const wr_
   return !sh.x3 ? 0 : (size_t)(wr_split_bytes(p->n_out, a->out_channels) + wr_split_bytes(p->n_in, a->in_channels));
 }
 
+/* Whether the kernel sums the bias gradient itself: 16-bit, where one offset pairs every
+ * row with itself (submanifold: the centre, (K - 1) / 2), so its units' dy tiles hold each
+ * row once. Its partials are S rows (one a chunk) of fp64 sums, which vc_cuda_wgrad_finish
+ * adds in a fixed order; it saves a pass over dy from DRAM (column_partials, 2-3 % of a
+ * training step at suite S RES 256-1024). tf32 keeps that pass: its stages hold dy split
+ * in two bf16 halves, 16 of its 24 bits. */
+static bool wr_fused_sums(const vc_plan *p, const wr_shape &sh) {
+  return !sh.x3 && sh.blocks > 0 && p->desc.kind == VC_CONV_SUBMANIFOLD && p->n_in == p->n_out;
+}
+/* The bias gradient's partials: the kernel's, or column_partials' */
+static size_t wr_sums_bytes(const vc_plan *p, const vc_conv_args *a, const wr_shape &sh) {
+  const size_t fused = wr_fused_sums(p, sh) ? (size_t)(sh.nsplit * a->out_channels) * sizeof(double) : 0;
+  const size_t pass = vc_cuda_column_sums_tmp_bytes(p->n_out, a->out_channels);
+  return fused > pass ? fused : pass;
+}
+
 size_t vc_cuda_masked_wgrad_workspace(const vc_plan *p, const vc_conv_args *a, int variant) {
   const wr_shape sh = wr_shape_of(p, a, variant);
-  return wr_part_bytes(p, a, sh) + wr_splits_bytes(p, a, sh) + vc_cuda_column_sums_tmp_bytes(p->n_out, a->out_channels);
+  return wr_part_bytes(p, a, sh) + wr_splits_bytes(p, a, sh) + wr_sums_bytes(p, a, sh);
 }
 
 /* dst[0, n) = the bf16 hi parts of src's n values, dst[n, 2n) the lo parts (the tf32
@@ -614,6 +656,8 @@ vc_status vc_cuda_masked_wgrad_run(vc_context *ctx, const vc_plan *p, const vc_c
     const vc_status e = wr_dw_map(ctx, q, sums, &dmap);
     if (e != VC_OK) return e;
   }
+  void *tmp = splits + wr_splits_bytes(p, a, sh); /* the bias gradient's partials */
+  const bool fuse = db && wr_fused_sums(p, sh);
   /* The slices and direct forms of pairs with short units: one CTA a multiprocessor walks
    * the units (wr_body). Units of WR_PERSIST_STAGES stages or fewer on average (suite S RES
    * 16 and 32 at C = 1024) gain or break even, longer ones lose to the hardware's dealing
@@ -624,11 +668,17 @@ vc_status vc_cuda_masked_wgrad_run(vc_context *ctx, const vc_plan *p, const vc_c
   const int64_t grid = walk && sh.blocks > vc_cuda(ctx)->n_sm ? vc_cuda(ctx)->n_sm : sh.blocks;
   if (sh.blocks > 0)
     wr_kernels[sh.rows][sh.v][vc_cuda_dt_index(a->dtype)]<<<(unsigned)grid, HP_THREADS(HP_NP(bn)),
-                                                            WR_SMEM(bn, sh.x3), s>>>(q, dmap, direct ? dw : sums, form);
-  vc_cuda_wgrad_finish(dw, a->dtype, part, nsl, n, db, args.a_src, p->n_out, q.co,
-                       splits + wr_splits_bytes(p, a, sh), s);
+                                                            WR_SMEM(bn, sh.x3), s>>>(q, dmap, direct ? dw : sums, form,
+                                                                                     fuse ? (double *)tmp : NULL,
+                                                                                     (int)((p->kvol - 1) / 2));
+  vc_cuda_wgrad_finish(dw, a->dtype, part, nsl, n, db, args.a_src, p->n_out, q.co, tmp, fuse ? sh.nsplit : 0, s);
   VC_CUDA_TRY(ctx, cudaGetLastError());
+  if (fuse) __atomic_fetch_add(&vc_cuda(ctx)->wgrad_sums_runs, 1, __ATOMIC_RELAXED);
   return VC_OK;
+}
+
+extern "C" int64_t vc_cuda_masked_wgrad_sums_runs(const vc_context *ctx) {
+  return __atomic_load_n(&vc_cuda((vc_context *)ctx)->wgrad_sums_runs, __ATOMIC_RELAXED);
 }
 
 /* The forms the tuner races: pairs, and rows where it can run. */
