@@ -147,7 +147,9 @@ typedef struct hp_pos {
 __device__ static __forceinline__ void hp_col_sums(float *cs, uint32_t atom, int dt);
 /* Consumer warpgroup cw's 128 threads at named barrier 4 + cw (the ids wgrad.cu's add-form
  * epilogue gives the same threads). The barrier orders every lane's reads of the slot
- * before lane 0's arrival, which releases them to the producers' acquiring wait.
+ * before lane 0's arrival, which releases them to the producers' acquiring wait (each
+ * warp's lane 0 arrives for its own warp, so a __syncwarp would order them too; the
+ * barrier is what the tests and measurements ran on).
  * compute-sanitizer's racecheck credits an arrival with the arriving thread's own accesses
  * only: it reports the other lanes' reads against the producers' next copies into the
  * slot, with this barrier or a __syncwarp alike, and is clean where every reading lane
@@ -210,8 +212,9 @@ __device__ static __forceinline__ void hp_consume(float *acc, const hp_ring &r, 
       if (sums) hp_sums_bar(cw); /* every lane's hp_col_sums reads of that slot, before lane 0 hands it back */
       if (prev >= 0 && lane == 0) vc_mbar_arrive(r.empty + 8 * prev);
       /* after the hand-back: summed between the commit and the wait, the previous slot went
-       * back that much later (ncu, suite S RES 256 / 512 / 1024 f16: the wgrad 2.3 / 4.2 /
-       * 2.4 % slower than without the sums, here 1.6 / 3.4 / 1.2 %) */
+       * back that much later (ncu, suite S RES 256 / 512 / 1024 f16, an 8-mma version of
+       * the sums: the wgrad 2.3 / 4.2 / 2.4 % slower than without them there, 1.6 / 3.4 /
+       * 1.2 % here) */
       if (sums) hp_col_sums(cs, r.a + (uint32_t)(s * a_tile) + a_off, dt);
       prev = s;
     } else {
@@ -237,7 +240,8 @@ __device__ static __forceinline__ void hp_consume(float *acc, const hp_ring &r, 
  * 128-byte swizzled, added into cs on the tensor cores: warp w's columns 16 w .. 16 w + 15
  * as one m16n8k16 mma.sync a 16-row step, A the tile transposed (ldmatrix.trans of four 8 x
  * 8 blocks, one 16-byte row a lane: the 8 rows of a block meet 8 distinct chunks of the
- * swizzle, so no bank conflict) and B all ones, D in fp32. The 8 columns of D are then the
+ * swizzle, so no bank conflict) and B all ones, D in fp32 (over a unit's stages: bounded by
+ * wgrad.cu's WR_SUMS_MAX_ROWS). The 8 columns of D are then the
  * same: lane 4 g + t holds column 16 w + g in cs[0] and 16 w + 8 + g in cs[2] (and again in
  * cs[1], cs[3]). 8 instructions a warp a stage, against ~70 for 16-byte loads and fp32 adds
  * on the CUDA cores (which cost the kernel as much time, bench/NOTES.md, session 31). */

@@ -44,6 +44,11 @@
  *   - direct (one slice: S = 1): the CTA converts and stores dW itself.
  * (tf32's dW is fp32 itself: its add form adds straight into it, with no conversion.)
  *
+ * The bias gradient (16-bit submanifold layers, wr_fused_sums): the units of the centre
+ * offset, which pairs each row with itself, and of the first input-channel tile also add up
+ * the columns of their dy tiles (ring.cuh's hp_col_sums), one partial a chunk; elsewhere
+ * vc_cuda_wgrad_finish first sums the columns of dy in a pass of its own.
+ *
  * tf32 (f32 storage, VC_MATH_TF32) runs bf16 wgmma on split operands: tf32 wgmma takes
  * K-major operands only, and both of the wgrad's gathered operands are MN-major. So each f32
  * value v is first split into two bf16, hi = v rounded toward zero and lo = v - hi rounded
@@ -196,8 +201,8 @@ __device__ static __forceinline__ wr_unit wr_unit_at(const imp_args &p, int64_t 
 }
 
 /* The bias gradient's partials of a unit of the offset `centre` (wr_body: chunk `chunk`,
- * this consumer warpgroup's output channels c0 .. c0 + 63): cs as hp_col_sums left it, to
- * row `chunk` of col_sums [S][co], in fp64. Every row and channel has one writer: the
+ * this consumer warpgroup's output channels c0 .. c0 + 63): cs as hp_col_sums left it
+ * (fp32), to row `chunk` of col_sums [S][co], widened to fp64. Every row and channel has one writer: the
  * offset's pairs are each row once, and its chunks and channel tiles cover the rows and
  * channels once. */
 __device__ static __forceinline__ void wr_col_store(const imp_args &p, double *col_sums, const float *cs, int64_t chunk,
@@ -574,14 +579,25 @@ static size_t wr_splits_bytes(const vc_plan *p, const vc_conv_args *a, const wr_
   return !sh.x3 ? 0 : (size_t)(wr_split_bytes(p->n_out, a->out_channels) + wr_split_bytes(p->n_in, a->in_channels));
 }
 
+/* Rows a chunk may hold for the kernel's bias-gradient sums: they add up in fp32 (the mma's
+ * accumulator) over a chunk, 16 rows a step, so at most 2^12 roundings: within 2^-12 of
+ * the sum of the magnitudes even if each truncated, a quarter of a 16-bit db's unit. */
+#define WR_SUMS_MAX_ROWS 65536
+
 /* Whether the kernel sums the bias gradient itself: 16-bit, where one offset pairs every
  * row with itself (submanifold: the centre, (K - 1) / 2), so its units' dy tiles hold each
- * row once. Its partials are S rows (one a chunk) of fp64 sums, which vc_cuda_wgrad_finish
- * adds in a fixed order; it saves a pass over dy from DRAM (column_partials, 2-3 % of a
- * training step at suite S RES 256-1024). tf32 keeps that pass: its stages hold dy split
- * in two bf16 halves, 16 of its 24 bits. */
+ * row once, and where a chunk's rows (its 256-row blocks) stay within WR_SUMS_MAX_ROWS.
+ * Its partials are S rows (one a chunk) of fp32 sums widened to fp64, which
+ * vc_cuda_wgrad_finish adds in a fixed order; it saves a pass over dy from DRAM
+ * (column_partials, 2-3 % of a training step at suite S RES 256-1024, whose chunks hold at
+ * most 17 k rows). db is then repeatable run to run but depends on S, unlike the pass's
+ * (a function of the row count). tf32 keeps the pass: its stages hold dy split in two bf16
+ * halves, 16 of its 24 bits; so does a single chunk of more rows (the direct form at C =
+ * 1024, a deterministic context's few slices). */
 static bool wr_fused_sums(const vc_plan *p, const wr_shape &sh) {
-  return !sh.x3 && sh.blocks > 0 && p->desc.kind == VC_CONV_SUBMANIFOLD && p->n_in == p->n_out;
+  const int64_t chunk_rows = ((p->n_out + VC_PAIR_ROWS - 1) / VC_PAIR_ROWS + sh.nsplit - 1) / sh.nsplit * VC_PAIR_ROWS;
+  return !sh.x3 && sh.blocks > 0 && p->desc.kind == VC_CONV_SUBMANIFOLD && p->n_in == p->n_out &&
+         chunk_rows <= WR_SUMS_MAX_ROWS;
 }
 /* The bias gradient's partials: the kernel's, or column_partials' */
 static size_t wr_sums_bytes(const vc_plan *p, const vc_conv_args *a, const wr_shape &sh) {
