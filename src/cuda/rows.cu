@@ -5,8 +5,9 @@
 
 /* Partial sums per column of the bias gradient: a function of the row count alone, so the
  * result is repeatable (the Hopper wgrad's own partials, where it sums db itself, are one
- * per chunk of its rows instead: hopper/wgrad.cu). One per 16 rows, in multiples of 8, up to 256: a plan of 848 rows
- * (suite S RES 16) kept 256 x 1024 fp64 partials, 2 MB against its 1.7 MB output. */
+ * per chunk of its rows instead: hopper/wgrad.cu). One per 16 rows, in multiples of 8, up
+ * to 256: a plan of 848 rows (suite S RES 16) kept 256 x 1024 fp64 partials, 2 MB against
+ * its 1.7 MB output. */
 #define SUM_ROW_BLOCKS_MAX 256
 static int sum_row_blocks(int64_t n) {
   const int64_t b = (n + 16 * 8 - 1) / (16 * 8) * 8;
