@@ -121,6 +121,47 @@ typedef struct hp_pos {
   int s, phase;
 } hp_pos;
 
+/* The column sums of `atom`, a 64-row x 64-column MN-major tile of 16-bit values (dt),
+ * 128-byte swizzled, added into cs on the tensor cores: warp w's columns 16 w .. 16 w + 15
+ * as one m16n8k16 mma.sync a 16-row step, A the tile transposed (ldmatrix.trans of four 8 x
+ * 8 blocks, one 16-byte row a lane: the 8 rows of a block meet 8 distinct chunks of the
+ * swizzle, so no bank conflict) and B all ones, D in fp32 (over a unit's stages: bounded by
+ * wgrad.cu's WR_SUMS_MAX_ROWS). The 8 columns of D are then the same: lane 4 g + t holds
+ * column 16 w + g in cs[0] and 16 w + 8 + g in cs[2] (and again in cs[1], cs[3]). 8
+ * instructions a warp a stage, against ~70 for 16-byte loads and fp32 adds on the CUDA
+ * cores (which cost the kernel as much time, bench/NOTES.md, session 31). */
+__device__ static __forceinline__ void hp_col_sums(float *cs, uint32_t atom, int dt) {
+  const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, m = lane >> 3, rw = lane & 7;
+  /* this lane's row of block m (a[m] of the fragment): columns 8 (m % 2) .. of the warp's
+   * 16, rows (k) 8 (m / 2) .. of the step */
+  const uint32_t at = atom + (uint32_t)((8 * (m >> 1) + rw) * 128 + (((2 * warp + (m & 1)) ^ rw) << 4));
+  const uint32_t one = dt == VC_DTYPE_BF16 ? 0x3f803f80u : 0x3c003c00u, b[2] = {one, one};
+#pragma unroll
+  for (int kk = 0; kk < 4; kk++) {
+    uint32_t a[4];
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+                 : "r"(at + (uint32_t)kk * 2048u)
+                 : "memory");
+    if (dt == VC_DTYPE_BF16) vc_mma_bf16(cs, a, b);
+    else vc_mma_f16(cs, a, b);
+  }
+}
+
+/* Consumer warpgroup cw's 128 threads at named barrier 4 + cw (the ids wgrad.cu's add-form
+ * epilogue gives the same threads). The barrier orders every lane's reads of the slot
+ * before lane 0's arrival, which releases them to the producers' acquiring wait (each
+ * warp's lane 0 arrives for its own warp, so a __syncwarp would order them too; the
+ * barrier is what the tests and measurements ran on).
+ * compute-sanitizer's racecheck credits an arrival with the arriving thread's own accesses
+ * only: it reports the other lanes' reads against the producers' next copies into the
+ * slot, with this barrier or a __syncwarp alike, and is clean where every reading lane
+ * arrives itself, which made the RES 1024 wgrad 19 % slower (bench/NOTES.md, session 31). */
+__device__ static __forceinline__ void hp_sums_bar(int cw) {
+  if (cw == 0) vc_named_barrier(4, 128); /* constant ids: ptxas then reserves 6 barriers, not 16 */
+  else vc_named_barrier(5, 128);
+}
+
 /* The consumers' main loop over n_it stages: consumer warpgroup cw multiplies its A rows
  * (a_off bytes into the A tile) by the whole B tile into acc, kb / 32 K steps a stage (kb:
  * the stage's bytes of reduction values a row, as above), keeps one wgmma group in
@@ -144,20 +185,6 @@ typedef struct hp_pos {
  * cs[4] also adds up the warpgroup's MN-major A atom of every stage (hp_col_sums), read while
  * the stage's wgmma run. The warpgroup (cw: consumer 0 or 1) then meets at a named barrier
  * (hp_sums_bar) before its warps' lane 0 hand the slot back: every lane has read it. */
-__device__ static __forceinline__ void hp_col_sums(float *cs, uint32_t atom, int dt);
-/* Consumer warpgroup cw's 128 threads at named barrier 4 + cw (the ids wgrad.cu's add-form
- * epilogue gives the same threads). The barrier orders every lane's reads of the slot
- * before lane 0's arrival, which releases them to the producers' acquiring wait (each
- * warp's lane 0 arrives for its own warp, so a __syncwarp would order them too; the
- * barrier is what the tests and measurements ran on).
- * compute-sanitizer's racecheck credits an arrival with the arriving thread's own accesses
- * only: it reports the other lanes' reads against the producers' next copies into the
- * slot, with this barrier or a __syncwarp alike, and is clean where every reading lane
- * arrives itself, which made the RES 1024 wgrad 19 % slower (bench/NOTES.md, session 31). */
-__device__ static __forceinline__ void hp_sums_bar(int cw) {
-  if (cw == 0) vc_named_barrier(4, 128); /* constant ids: ptxas then reserves 6 barriers, not 16 */
-  else vc_named_barrier(5, 128);
-}
 __device__ static __forceinline__ void hp_consume(float *acc, const hp_ring &r, hp_pos &pos, int n_it, int st,
                                                   int a_tile, int b_tile, int kb, uint32_t a_off, int bn, int dt, int layout,
                                                   uint32_t uni, const uint32_t *live, int nb, int nkc, int it0,
@@ -236,33 +263,6 @@ __device__ static __forceinline__ void hp_consume(float *acc, const hp_ring &r, 
   for (int i = 0; i < nb * bn / 2; i++) vc_reg_fence(acc[i]);
   pos.s = s, pos.phase = phase;
 }
-/* The column sums of `atom`, a 64-row x 64-column MN-major tile of 16-bit values (dt),
- * 128-byte swizzled, added into cs on the tensor cores: warp w's columns 16 w .. 16 w + 15
- * as one m16n8k16 mma.sync a 16-row step, A the tile transposed (ldmatrix.trans of four 8 x
- * 8 blocks, one 16-byte row a lane: the 8 rows of a block meet 8 distinct chunks of the
- * swizzle, so no bank conflict) and B all ones, D in fp32 (over a unit's stages: bounded by
- * wgrad.cu's WR_SUMS_MAX_ROWS). The 8 columns of D are then the
- * same: lane 4 g + t holds column 16 w + g in cs[0] and 16 w + 8 + g in cs[2] (and again in
- * cs[1], cs[3]). 8 instructions a warp a stage, against ~70 for 16-byte loads and fp32 adds
- * on the CUDA cores (which cost the kernel as much time, bench/NOTES.md, session 31). */
-__device__ static __forceinline__ void hp_col_sums(float *cs, uint32_t atom, int dt) {
-  const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, m = lane >> 3, rw = lane & 7;
-  /* this lane's row of block m (a[m] of the fragment): columns 8 (m % 2) .. of the warp's
-   * 16, rows (k) 8 (m / 2) .. of the step */
-  const uint32_t at = atom + (uint32_t)((8 * (m >> 1) + rw) * 128 + (((2 * warp + (m & 1)) ^ rw) << 4));
-  const uint32_t one = dt == VC_DTYPE_BF16 ? 0x3f803f80u : 0x3c003c00u, b[2] = {one, one};
-#pragma unroll
-  for (int kk = 0; kk < 4; kk++) {
-    uint32_t a[4];
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
-                 : "r"(at + (uint32_t)kk * 2048u)
-                 : "memory");
-    if (dt == VC_DTYPE_BF16) vc_mma_bf16(cs, a, b);
-    else vc_mma_f16(cs, a, b);
-  }
-}
-
 /* For 16-byte stores of 16-bit values from a wgmma fragment (quad lane q holds columns
  * 8 j + 2 q, + 1 of a row): w[k] of quad lane q holds columns 8 k + 2 q, + 1 (packed);
  * after, lane q's w[k] holds columns 8 q + 2 k, + 1, so each lane has 8 consecutive
