@@ -156,11 +156,27 @@ __device__ static __forceinline__ void mk_place_offsets(uint32_t m, int16_t *act
   if (tid < 32 && (m >> tid & 1)) act[__popc(m & ((1u << tid) - 1))] = (int16_t)tid;
 }
 
+/* gtab for the unit's rows (rowid) and offsets (act, na <= MK_GTAB of them) as 4-byte
+ * cp.async copies from the map, all in flight at once, committed as one group for the
+ * caller to wait for (rows past the tile's end get -1 by a plain store). */
+__device__ static __forceinline__ void mk_copy_gtab(const imp_args &p, const int32_t *rowid, const int16_t *act, int na,
+                                                    int32_t *gtab, int tid, int pt) {
+  for (int i = tid; i < na * MK_BM; i += pt) {
+    const int r = i / na, a = i - r * na;
+    int32_t *d = gtab + a * GTAB_STRIDE(MK_BM) + r;
+    if (rowid[r] < 0) *d = -1;
+    else vc_cp_async4(d, p.tab + (int64_t)rowid[r] * p.K + act[a]);
+  }
+  vc_cp_async_commit();
+}
+
 /* The producers' tables of the unit whose rows start at m0, built in place: rowid, act (the
- * active offsets, ascending) and, for at most MK_GTAB of them, gtab (as tile_gtab). Returns
+ * active offsets, ascending) and, for at most MK_GTAB of them, gtab (mk_copy_gtab: one
+ * round trip to the map, where loads through registers took three at ~17 offsets). Returns
  * the offset count to every producer thread (tid of pt); ends with named barrier bar (over
  * the pt threads), after which the tables are everyone's. One mask word: thread i places
- * offset i; more: thread 0 walks them and n_act passes the count on. */
+ * offset i; more: thread 0 walks them and n_act passes the count on. The caller has no
+ * cp.async copy in flight. */
 __device__ static __forceinline__ int mk_tables(const imp_args &p, int64_t m0, int32_t *rowid, int16_t *act, int *n_act,
                                                 int32_t *gtab, int tid, int pt, int bar) {
   tile_rows(p, m0, MK_BM, rowid, tid, pt);
@@ -176,10 +192,73 @@ __device__ static __forceinline__ int mk_tables(const imp_args &p, int64_t m0, i
     na = *n_act;
   }
   if (na <= MK_GTAB) {
-    tile_gtab(p, rowid, act, na, MK_BM, gtab, tid, pt);
+    mk_copy_gtab(p, rowid, act, na, gtab, tid, pt);
+    VC_CP_ASYNC_WAIT(0);
     vc_named_barrier(bar, pt);
   }
   return na;
+}
+
+/* Two pipelines (K <= 32) build every unit's tables in place; the unit's order rows and
+ * its two mask-block words, two of that set-up's round trips, are copied into row and blk
+ * by cp.async during the unit before (thread tid of MK_BM a row; committed as one group,
+ * landed by that unit's end wait). Held in registers instead, they made the producers
+ * spill. */
+__device__ static __forceinline__ void mk_pre_copy(const imp_args &p, int64_t m0, int32_t *row, uint32_t *blk, int tid) {
+  const int64_t m = m0 + tid;
+  if (m >= p.rows) row[tid] = -1;
+  else if (!p.order) row[tid] = (int32_t)m;
+  else vc_cp_async4(row + tid, p.order + m);
+  if (tid < 2) {
+    const int64_t b = m0 / VC_ORDER_BLOCK + tid, nblk = (p.rows + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK;
+    if (!p.blk_mask) blk[tid] = ~0u;
+    else if (b >= nblk) blk[tid] = 0u;
+    else vc_cp_async4(blk + tid, p.blk_mask + b);
+  }
+  vc_cp_async_commit();
+}
+
+/* The K bits (K <= 32) of a mask word. */
+__device__ static __forceinline__ uint32_t mk_k_bits(const imp_args &p, uint32_t m) {
+  return p.K == 32 ? m : m & ((1u << p.K) - 1);
+}
+
+/* mk_tables (K <= 32, pt == MK_BM) from mk_pre_copy's row and blk. */
+__device__ static __forceinline__ int mk_tables_pre(const imp_args &p, const int32_t *row, const uint32_t *blk,
+                                                    int32_t *rowid, int16_t *act, int32_t *gtab, int tid, int pt,
+                                                    int bar) {
+  rowid[tid] = row[tid];
+  const uint32_t m = mk_k_bits(p, blk[0] | blk[1]);
+  mk_place_offsets(m, act, tid);
+  vc_named_barrier(bar, pt); /* rowid is everyone's, and row and blk are free again */
+  const int na = __popc(m);
+  if (na <= MK_GTAB) {
+    mk_copy_gtab(p, rowid, act, na, gtab, tid, pt);
+    VC_CP_ASYNC_WAIT(0);
+    vc_named_barrier(bar, pt);
+  }
+  return na;
+}
+
+/* A two-pipeline consumer's loads ahead for the unit at m0 (K <= 32): the word of mask
+ * block m0 / VC_ORDER_BLOCK + lane % 2 and its epilogue's order rows (block b, half h: row
+ * m0 + 64 b + 16 warp + lane / 4 + 8 h). The lane-dependent address keeps the word in a
+ * vector register until mk_pre_mask ORs it across the warp (session 17's look-ahead word,
+ * uniform, was moved to a uniform register at once: a wait for the load there). */
+__device__ static __forceinline__ void mk_pre_rows(const imp_args &p, int64_t m0, int lane, int warp, uint32_t *blk,
+                                                   int32_t orow[2][2]) {
+  const int64_t b = m0 / VC_ORDER_BLOCK + (lane & 1), nblk = (p.rows + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK;
+  *blk = !p.blk_mask ? ~0u : b < nblk ? p.blk_mask[b] : 0u;
+#pragma unroll
+  for (int b = 0; b < 2; b++)
+#pragma unroll
+    for (int h = 0; h < 2; h++) orow[b][h] = order_row(p, m0 + 64 * b + 16 * warp + (lane >> 2) + 8 * h);
+}
+
+/* The union of a 128-row tile's two mask blocks from mk_pre_rows's per-lane words (every
+ * warp holds both). */
+__device__ static __forceinline__ uint32_t mk_pre_mask(const imp_args &p, uint32_t blk) {
+  return mk_k_bits(p, __reduce_or_sync(0xffffffffu, blk));
 }
 
 /* Ahead, part 1 (at a unit's start): rowid of the unit at m0 (K <= 32), by cp.async copies
@@ -205,14 +284,8 @@ __device__ static __forceinline__ int mk_ahead_gtab(const imp_args &p, uint32_t 
   mk_place_offsets(m, act, tid);
   vc_named_barrier(2, pt); /* rowid and act are everyone's */
   const int na = __popc(m);
-  if (na <= MK_GTAB)
-    for (int i = tid; i < na * MK_BM; i += pt) {
-      const int r = i / na, a = i - r * na;
-      int32_t *d = gtab + a * GTAB_STRIDE(MK_BM) + r;
-      if (rowid[r] < 0) *d = -1;
-      else vc_cp_async4(d, p.tab + (int64_t)rowid[r] * p.K + act[a]);
-    }
-  vc_cp_async_commit();
+  if (na <= MK_GTAB) mk_copy_gtab(p, rowid, act, na, gtab, tid, pt);
+  else vc_cp_async_commit();
   return na;
 }
 
@@ -424,6 +497,8 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
   __shared__ int n_act[2], last[2];
   __shared__ float sbias[2][256]; /* the unit's bias columns, by unit parity (each pipeline's half) */
   __shared__ int32_t wsum[32];
+  __shared__ int32_t nrow[2][MK_BM]; /* two pipelines: each one's next unit's order rows */
+  __shared__ uint32_t nblk[2][2];    /* and mask-block words (mk_pre_copy) */
   /* gather table u (GT(u)) is gtab[u], or in the pairs form (tiles of one offset) row u of
    * gtab[0]; the pairs form's tile table, published by hp_ring_init's barrier, takes the
    * space after those two rows, up to its epilogue's staging (MK_RS_AT) */
@@ -468,6 +543,14 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
      * pipeline's stages fill the ring meanwhile) build theirs in place. */
     int na = 0;    /* the unit's active offsets */
     int ub = pipe; /* its table buffer */
+    /* two pipelines: each unit's tables from mk_pre_copy's rows and words (tpp == MK_BM) */
+    const bool pre_ok = pipes == 2 && !pairs && p.K <= 32;
+    if (pre_ok) { /* the first unit's, at once */
+      const int64_t u0 = mk_unit_at(p, 0, units, pipes, pipe);
+      if (u0 >= 0) mk_pre_copy(p, mk_unit_of(p, u0, bn).m0, nrow[pipe], nblk[pipe], tid);
+      VC_CP_ASYNC_WAIT(0);
+      vc_named_barrier(bar, tpp);
+    }
     for (int64_t k = 0, u = mk_unit_at(p, 0, units, pipes, pipe); u >= 0; u = mk_unit_at(p, ++k, units, pipes, pipe)) {
       const mk_unit w = mk_unit_of(p, u, bn);
       mk_ptile pg = {0, 0, 0};
@@ -478,12 +561,15 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
           vc_named_barrier(bar, tpp);
         }
         na = 1;
+      } else if (pre_ok) {
+        na = mk_tables_pre(p, nrow[pipe], nblk[pipe], rowid[ub], act[ub], GT(ub), tid, tpp, bar);
       } else if (k == 0 || p.K > 32 || pipes == 2) {
         na = mk_tables(p, w.m0, rowid[ub], act[ub], &n_act[ub], GT(ub), tid, tpp, bar);
       }
       const bool tab = na <= MK_GTAB;
       /* the other buffer was left by every producer at the last unit's end */
       const int64_t next = mk_unit_at(p, k + 1, units, pipes, pipe);
+      if (pre_ok && next >= 0) mk_pre_copy(p, mk_unit_of(p, next, bn).m0, nrow[pipe], nblk[pipe], tid);
       bool ahead = !pairs && pipes == 1 && p.K <= 32 && next >= 0;
       const uint32_t next_mask = ahead ? mk_ahead_rows(p, mk_unit_of(p, next, bn).m0, rowid[ub ^ 1], tid) : 0;
       if (pairs && next >= 0) /* lands by this unit's end (the wait below) */
@@ -552,8 +638,24 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
     const int blk0 = pipes == 1 ? cw : 0; /* the unit's 64-row block that is this warpgroup's block 0 */
     hp_pos pos = {0, 0};
     int par = 1;
+    /* two pipelines (K <= 32): the unit's mask words and this thread's epilogue rows,
+     * loaded during the unit before (mk_pre_rows; their latency was a wait at every unit's
+     * start and in its epilogue) */
+    const bool pre_ok = pipes == 2 && !pairs && p.K <= 32;
+    uint32_t pre_blk = 0u;
+    int32_t pre_orow[2][2] = {{-1, -1}, {-1, -1}};
     for (int64_t k = 0, u = mk_unit_at(p, 0, units, pipes, pipe); u >= 0; u = mk_unit_at(p, ++k, units, pipes, pipe)) {
       const mk_unit w = mk_unit_of(p, u, bn);
+      uint32_t cur_blk = 0u;
+      int32_t cur_orow[2][2] = {{-1, -1}, {-1, -1}};
+      if (pre_ok) {
+        if (k == 0) mk_pre_rows(p, w.m0, lane, warp, &pre_blk, pre_orow);
+        cur_blk = pre_blk;
+#pragma unroll
+        for (int b = 0; b < 2; b++) cur_orow[b][0] = pre_orow[b][0], cur_orow[b][1] = pre_orow[b][1];
+        const int64_t next = mk_unit_at(p, k + 1, units, pipes, pipe);
+        if (next >= 0) mk_pre_rows(p, mk_unit_of(p, next, bn).m0, lane, warp, &pre_blk, pre_orow);
+      }
       /* the unit's bias columns; read after the barrier below, rewritten two units later,
        * after every consumer has passed the next unit's barrier */
       par ^= 1;
@@ -579,6 +681,12 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
           for (int h = 0; h < 2; h++)
             if (i0 + 8 * h < pg.n) prow[h] = mk_write_list(p)[pg.j0 + i0 + 8 * h];
         }
+      } else if (pre_ok) {
+        na = __popc(uni = mk_pre_mask(p, cur_blk));
+        skips = p.blk_mask;
+        if (skips)
+#pragma unroll
+          for (int b = 0; b < 2; b++) live[b] = __shfl_sync(0xffffffffu, cur_blk, b) & uni;
       } else {
         for (int wd = 0; wd * 32 < p.K; wd++) na += __popc(uni = tile_mask_word(p, w.m0, MK_BM, wd));
         skips = p.K <= 32 && p.blk_mask;
@@ -708,7 +816,7 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
         const float *ab = acc + b * bn / 2;
         int32_t orow[2];
 #pragma unroll
-        for (int h = 0; h < 2; h++) orow[h] = order_row(p, mr + 8 * h);
+        for (int h = 0; h < 2; h++) orow[h] = pre_ok ? cur_orow[b][h] : order_row(p, mr + 8 * h);
         if (dt == VC_DTYPE_F32) {
 #pragma unroll
           for (int j = 0; j < bn / 8; j++) {
