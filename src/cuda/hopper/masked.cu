@@ -28,7 +28,8 @@
  * is two such machines side by side: producer warpgroup g and consumer warpgroup g take
  * units of their own through half the ring, the consumer multiplying all 128 rows (two m64
  * wgmma a K step, each 64 rows skipping on its own), and each pipeline builds its tables in
- * place; one pipeline's set-up and epilogue then overlap the other's stages.
+ * place, from order rows and mask words copied during its unit before (mk_pre_copy); one
+ * pipeline's set-up and epilogue then overlap the other's stages.
  * The epilogue adds the bias (staged in shared memory when the unit begins: loaded in the
  * epilogue, every column pair's load stalled the stores behind it, a quarter of the
  * consumers' time on narrow layers), converts and stores from the accumulators while the ring
@@ -175,8 +176,9 @@ __device__ static __forceinline__ void mk_copy_gtab(const imp_args &p, const int
  * round trip to the map, where loads through registers took three at ~17 offsets). Returns
  * the offset count to every producer thread (tid of pt); ends with named barrier bar (over
  * the pt threads), after which the tables are everyone's. One mask word: thread i places
- * offset i; more: thread 0 walks them and n_act passes the count on. The caller has no
- * cp.async copy in flight. */
+ * offset i; more: thread 0 walks them and n_act passes the count on. The commit of
+ * mk_copy_gtab also closes the previous unit's last stage gathers (never committed: they
+ * complete on the ring's mbarriers), so its wait covers them too. */
 __device__ static __forceinline__ int mk_tables(const imp_args &p, int64_t m0, int32_t *rowid, int16_t *act, int *n_act,
                                                 int32_t *gtab, int tid, int pt, int bar) {
   tile_rows(p, m0, MK_BM, rowid, tid, pt);
@@ -540,7 +542,8 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
      * its tables ready: no global latency and one named barrier between units (ncu, dec4.a
      * forward: the set-up in line was ~40 % of the producers' samples). The first unit, every
      * unit with K > 32, and every unit of two pipelines (one buffer each; the other
-     * pipeline's stages fill the ring meanwhile) build theirs in place. */
+     * pipeline's stages fill the ring meanwhile) build theirs in place, the latter from the
+     * order rows and mask words mk_pre_copy brought during the unit before. */
     int na = 0;    /* the unit's active offsets */
     int ub = pipe; /* its table buffer */
     /* two pipelines: each unit's tables from mk_pre_copy's rows and words (tpp == MK_BM) */
@@ -563,7 +566,7 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
         na = 1;
       } else if (pre_ok) {
         na = mk_tables_pre(p, nrow[pipe], nblk[pipe], rowid[ub], act[ub], GT(ub), tid, tpp, bar);
-      } else if (k == 0 || p.K > 32 || pipes == 2) {
+      } else if (k == 0 || p.K > 32) { /* two pipelines: pre_ok, or K > 32 */
         na = mk_tables(p, w.m0, rowid[ub], act[ub], &n_act[ub], GT(ub), tid, tpp, bar);
       }
       const bool tab = na <= MK_GTAB;
@@ -621,8 +624,9 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
         for (kc += npp; kc >= nkc; kc -= nkc) a++;
       }
       g += n;
-      /* the next unit's gather table has landed (this thread's copies; the barrier makes it
-       * everyone's), and this unit's tables are free */
+      /* the next unit's gather table (one pipeline) or order rows and mask words (two) have
+       * landed (this thread's copies; the barrier makes them everyone's), and this unit's
+       * tables are free */
       VC_CP_ASYNC_WAIT(0);
       vc_named_barrier(bar, tpp);
       if (pipes == 1) ub ^= 1;
