@@ -68,11 +68,15 @@ __device__ static __forceinline__ void tile_rows(const imp_args &p, int64_t m0, 
   for (int i = tid; i < bm; i += nthr) rowid[i] = order_row(p, m0 + i);
 }
 
+/* Mask word wd's offsets below K (bits past K cleared). */
+__device__ static __forceinline__ uint32_t tile_k_bits(const imp_args &p, uint32_t m, int wd) {
+  return wd * 32 + 32 <= p.K ? m : m & ((1u << (p.K - wd * 32)) - 1);
+}
+
 /* Word wd of the union of the offsets that rows [m0, m0 + bm) of `order` meet, from the
  * per-block masks (all K offsets without them); bits past K are clear. */
 __device__ static __forceinline__ uint32_t tile_mask_word(const imp_args &p, int64_t m0, int bm, int wd) {
-  const uint32_t m = p.blk_mask ? vc_cuda_blk_union(p.blk_mask, (p.K + 31) / 32, p.rows, m0, bm, wd) : ~0u;
-  return wd * 32 + 32 <= p.K ? m : m & ((1u << (p.K - wd * 32)) - 1);
+  return tile_k_bits(p, p.blk_mask ? vc_cuda_blk_union(p.blk_mask, (p.K + 31) / 32, p.rows, m0, bm, wd) : ~0u, wd);
 }
 
 /* act[] = the offsets that rows [m0, m0 + bm) meet, ascending (one thread); returns their count. */

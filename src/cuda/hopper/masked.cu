@@ -158,8 +158,8 @@ __device__ static __forceinline__ void mk_place_offsets(uint32_t m, int16_t *act
 }
 
 /* gtab for the unit's rows (rowid) and offsets (act, na <= MK_GTAB of them) as 4-byte
- * cp.async copies from the map, all in flight at once, committed as one group for the
- * caller to wait for (rows past the tile's end get -1 by a plain store). */
+ * cp.async copies from the map, all in flight at once, for the caller to commit (rows past
+ * the tile's end get -1 by a plain store). */
 __device__ static __forceinline__ void mk_copy_gtab(const imp_args &p, const int32_t *rowid, const int16_t *act, int na,
                                                     int32_t *gtab, int tid, int pt) {
   for (int i = tid; i < na * MK_BM; i += pt) {
@@ -168,7 +168,36 @@ __device__ static __forceinline__ void mk_copy_gtab(const imp_args &p, const int
     if (rowid[r] < 0) *d = -1;
     else vc_cp_async4(d, p.tab + (int64_t)rowid[r] * p.K + act[a]);
   }
+}
+
+/* The in-place set-up's last step (rowid and act are everyone's): gtab, where the unit has
+ * at most MK_GTAB offsets, copied and waited for, then named barrier bar over the pt
+ * threads. The commit also closes the previous unit's last stage gathers (never committed:
+ * they complete on the ring's mbarriers), so the wait covers them too. */
+__device__ static __forceinline__ void mk_gtab_in_place(const imp_args &p, const int32_t *rowid, const int16_t *act,
+                                                        int na, int32_t *gtab, int tid, int pt, int bar) {
+  if (na > MK_GTAB) return;
+  mk_copy_gtab(p, rowid, act, na, gtab, tid, pt);
   vc_cp_async_commit();
+  VC_CP_ASYNC_WAIT(0);
+  vc_named_barrier(bar, pt);
+}
+
+/* rows[i] = order_row(m0 + i) for thread i < MK_BM, by a cp.async copy where the plan has
+ * an order (no commit). */
+__device__ static __forceinline__ void mk_copy_rows(const imp_args &p, int64_t m0, int32_t *rows, int tid) {
+  if (tid < MK_BM) {
+    if (m0 + tid >= p.rows) rows[tid] = -1;
+    else if (!p.order) rows[tid] = (int32_t)(m0 + tid);
+    else vc_cp_async4(rows + tid, p.order + m0 + tid);
+  }
+}
+
+/* Mask-block word b (K <= 32: one word a block): its address, or NULL with the word in *v
+ * (all offsets without block masks, none past the last block: as vc_cuda_blk_union). */
+__device__ static __forceinline__ const uint32_t *mk_blk_at(const imp_args &p, int64_t b, uint32_t *v) {
+  *v = p.blk_mask ? 0u : ~0u;
+  return p.blk_mask && b < (p.rows + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK ? p.blk_mask + b : NULL;
 }
 
 /* The producers' tables of the unit whose rows start at m0, built in place: rowid, act (the
@@ -176,9 +205,7 @@ __device__ static __forceinline__ void mk_copy_gtab(const imp_args &p, const int
  * round trip to the map, where loads through registers took three at ~17 offsets). Returns
  * the offset count to every producer thread (tid of pt); ends with named barrier bar (over
  * the pt threads), after which the tables are everyone's. One mask word: thread i places
- * offset i; more: thread 0 walks them and n_act passes the count on. The commit of
- * mk_copy_gtab also closes the previous unit's last stage gathers (never committed: they
- * complete on the ring's mbarriers), so its wait covers them too. */
+ * offset i; more: thread 0 walks them and n_act passes the count on. */
 __device__ static __forceinline__ int mk_tables(const imp_args &p, int64_t m0, int32_t *rowid, int16_t *act, int *n_act,
                                                 int32_t *gtab, int tid, int pt, int bar) {
   tile_rows(p, m0, MK_BM, rowid, tid, pt);
@@ -193,11 +220,7 @@ __device__ static __forceinline__ int mk_tables(const imp_args &p, int64_t m0, i
     vc_named_barrier(bar, pt);
     na = *n_act;
   }
-  if (na <= MK_GTAB) {
-    mk_copy_gtab(p, rowid, act, na, gtab, tid, pt);
-    VC_CP_ASYNC_WAIT(0);
-    vc_named_barrier(bar, pt);
-  }
+  mk_gtab_in_place(p, rowid, act, na, gtab, tid, pt, bar);
   return na;
 }
 
@@ -207,22 +230,14 @@ __device__ static __forceinline__ int mk_tables(const imp_args &p, int64_t m0, i
  * landed by that unit's end wait). Held in registers instead, they made the producers
  * spill. */
 __device__ static __forceinline__ void mk_pre_copy(const imp_args &p, int64_t m0, int32_t *row, uint32_t *blk, int tid) {
-  const int64_t m = m0 + tid;
-  if (m >= p.rows) row[tid] = -1;
-  else if (!p.order) row[tid] = (int32_t)m;
-  else vc_cp_async4(row + tid, p.order + m);
+  mk_copy_rows(p, m0, row, tid);
   if (tid < 2) {
-    const int64_t b = m0 / VC_ORDER_BLOCK + tid, nblk = (p.rows + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK;
-    if (!p.blk_mask) blk[tid] = ~0u;
-    else if (b >= nblk) blk[tid] = 0u;
-    else vc_cp_async4(blk + tid, p.blk_mask + b);
+    uint32_t v;
+    const uint32_t *src = mk_blk_at(p, m0 / VC_ORDER_BLOCK + tid, &v);
+    if (src) vc_cp_async4(blk + tid, src);
+    else blk[tid] = v;
   }
   vc_cp_async_commit();
-}
-
-/* The K bits (K <= 32) of a mask word. */
-__device__ static __forceinline__ uint32_t mk_k_bits(const imp_args &p, uint32_t m) {
-  return p.K == 32 ? m : m & ((1u << p.K) - 1);
 }
 
 /* mk_tables (K <= 32, pt == MK_BM) from mk_pre_copy's row and blk. */
@@ -230,15 +245,11 @@ __device__ static __forceinline__ int mk_tables_pre(const imp_args &p, const int
                                                     int32_t *rowid, int16_t *act, int32_t *gtab, int tid, int pt,
                                                     int bar) {
   rowid[tid] = row[tid];
-  const uint32_t m = mk_k_bits(p, blk[0] | blk[1]);
+  const uint32_t m = tile_k_bits(p, blk[0] | blk[1], 0);
   mk_place_offsets(m, act, tid);
   vc_named_barrier(bar, pt); /* rowid is everyone's, and row and blk are free again */
   const int na = __popc(m);
-  if (na <= MK_GTAB) {
-    mk_copy_gtab(p, rowid, act, na, gtab, tid, pt);
-    VC_CP_ASYNC_WAIT(0);
-    vc_named_barrier(bar, pt);
-  }
+  mk_gtab_in_place(p, rowid, act, na, gtab, tid, pt, bar);
   return na;
 }
 
@@ -249,8 +260,9 @@ __device__ static __forceinline__ int mk_tables_pre(const imp_args &p, const int
  * uniform, was moved to a uniform register at once: a wait for the load there). */
 __device__ static __forceinline__ void mk_pre_rows(const imp_args &p, int64_t m0, int lane, int warp, uint32_t *blk,
                                                    int32_t orow[2][2]) {
-  const int64_t b = m0 / VC_ORDER_BLOCK + (lane & 1), nblk = (p.rows + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK;
-  *blk = !p.blk_mask ? ~0u : b < nblk ? p.blk_mask[b] : 0u;
+  uint32_t v;
+  const uint32_t *src = mk_blk_at(p, m0 / VC_ORDER_BLOCK + (lane & 1), &v);
+  *blk = src ? *src : v;
 #pragma unroll
   for (int b = 0; b < 2; b++)
 #pragma unroll
@@ -260,17 +272,13 @@ __device__ static __forceinline__ void mk_pre_rows(const imp_args &p, int64_t m0
 /* The union of a 128-row tile's two mask blocks from mk_pre_rows's per-lane words (every
  * warp holds both). */
 __device__ static __forceinline__ uint32_t mk_pre_mask(const imp_args &p, uint32_t blk) {
-  return mk_k_bits(p, __reduce_or_sync(0xffffffffu, blk));
+  return tile_k_bits(p, __reduce_or_sync(0xffffffffu, blk), 0);
 }
 
 /* Ahead, part 1 (at a unit's start): rowid of the unit at m0 (K <= 32), by cp.async copies
  * committed as one group; returns its mask word, loaded now, read in part 2. */
 __device__ static __forceinline__ uint32_t mk_ahead_rows(const imp_args &p, int64_t m0, int32_t *rowid, int tid) {
-  if (tid < MK_BM) {
-    if (m0 + tid >= p.rows) rowid[tid] = -1;
-    else if (!p.order) rowid[tid] = (int32_t)(m0 + tid);
-    else vc_cp_async4(rowid + tid, p.order + m0 + tid);
-  }
+  mk_copy_rows(p, m0, rowid, tid);
   vc_cp_async_commit();
   return tile_mask_word(p, m0, MK_BM, 0);
 }
@@ -287,7 +295,7 @@ __device__ static __forceinline__ int mk_ahead_gtab(const imp_args &p, uint32_t 
   vc_named_barrier(2, pt); /* rowid and act are everyone's */
   const int na = __popc(m);
   if (na <= MK_GTAB) mk_copy_gtab(p, rowid, act, na, gtab, tid, pt);
-  else vc_cp_async_commit();
+  vc_cp_async_commit();
   return na;
 }
 
