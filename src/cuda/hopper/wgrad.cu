@@ -260,8 +260,12 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
     rows_n_it = wr_live_blocks(p, u.r, u.j0, u.j1, wr_live, wr_cnt);
   }
 
-  /* full: one warpgroup's cp.async arrivals; empty: both consumers' warps read a slot */
-  const hp_ring ring = hp_ring_init(wr_smem, st, a_tile, b_tile, 128, 8);
+  /* Layers of at most 64 output channels (one tile of them, its second 64 empty): consumer 1
+   * has no rows to multiply and leaves at once, so it neither waits for nor hands back the
+   * slots (its warps' waits and hand-backs were ~5 % of the C = 64 wgrad's instructions). */
+  const bool solo = p.co <= 64;
+  /* full: one warpgroup's cp.async arrivals; empty: the consumers' warps that read a slot */
+  const hp_ring ring = hp_ring_init(wr_smem, st, a_tile, b_tile, 128, solo ? 4 : 8);
   const uint32_t sA = ring.a, sB = ring.b, full = ring.full, empty = ring.empty;
   const int wg = hp_warpgroup();
   const int64_t kci = (int64_t)p.K * p.ci;
@@ -366,11 +370,13 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
   } else { /* ---- consumers ---- */
     hp_consumer_regs(np);
     const int cw = wg - np, lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
+    if (solo && cw == 1) return;
     hp_pos pos = {0, 0};
     for (int64_t i = 0, upos; (!rows || i < 1) && (upos = wr_pos(i, units)) >= 0; i++) { /* rows: one unit */
       const wr_unit u = wr_unit_at(p, upos, n_ci_t, n_co_t, bn, wr_rk, rows, rows_n_it);
-      /* Consumer 1 of a tile whose output channels end within the first 64 (C = 64 layers)
-       * skips every wgmma (one offset, never live, that never ends): its rows are zeros. */
+      /* Consumer 1 of a tile whose output channels end within the first 64 (the last tile of
+       * co = 96, 160, ...) skips every wgmma (one offset, never live, that never ends): its
+       * rows are zeros. */
       const bool idle = cw == 1 && !u.co2;
       /* The bias gradient (col_sums): the units of the offset that pairs each row with
        * itself (centre), first input-channel tile, also add up their dy tiles. */
@@ -396,7 +402,7 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
          * chunk); then one thread a consumer adds them to dW with TMA bulk reduce-adds,
          * which skip the columns and rows past the tensor's ends. Red.v2 from registers was
          * one 8-byte L2 reduction a thread per column pair and row. */
-        vc_named_barrier(3, 256);
+        vc_named_barrier(3, solo ? 128 : 256);
         const uint32_t stg = sA + cw * bn * 256;
 #pragma unroll
         for (int j = 0; j < bn / 8; j++)
