@@ -11,7 +11,8 @@
  * each warpgroup every stage of its own).
  * Slot s's `full` barrier completes when that warpgroup's copies of the stage have landed;
  * its `empty` barrier when the consumer warps that read it (8, or 4 where a CTA runs two
- * pipelines on half the ring each: masked.cu) have retired the wgmma that read it. */
+ * pipelines on half the ring each: masked.cu, or where the wgrad's second consumer has no
+ * output channels: wgrad.cu) have retired the wgmma that read it. */
 #ifndef VC_CUDA_HOPPER_RING_CUH
 #define VC_CUDA_HOPPER_RING_CUH
 
