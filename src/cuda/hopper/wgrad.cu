@@ -262,7 +262,8 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
 
   /* Layers of at most 64 output channels (one tile of them, its second 64 empty): consumer 1
    * has no rows to multiply and leaves at once, so it neither waits for nor hands back the
-   * slots (its warps' waits and hand-backs were ~5 % of the C = 64 wgrad's instructions). */
+   * slots (its warps' waits and hand-backs were 11 % of the C = 64 wgrad's instructions, 0.7 %
+   * of its time; bench/NOTES.md, session 34). */
   const bool solo = p.co <= 64;
   /* full: one warpgroup's cp.async arrivals; empty: the consumers' warps that read a slot */
   const hp_ring ring = hp_ring_init(wr_smem, st, a_tile, b_tile, 128, solo ? 4 : 8);
