@@ -32,7 +32,7 @@
  * tiles are 64-channel atoms of 64 rows. The warp roles and the stage ring are ring.cuh's:
  * producer warpgroups (each taking every np-th stage) gather with cp.async (no TMA: both
  * operands are gathers), two consumer warpgroups issue m64nBNk16 wgmma over 64 output
- * channels each.
+ * channels each (one, where a layer has at most 64).
  *
  * The chunks' fp32 partials meet in one of three ways:
  *   - add: each consumer stages its fp32 tile in the (by then free) ring and one of its
