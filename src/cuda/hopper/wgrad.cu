@@ -375,9 +375,9 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
     hp_pos pos = {0, 0};
     for (int64_t i = 0, upos; (!rows || i < 1) && (upos = wr_pos(i, units)) >= 0; i++) { /* rows: one unit */
       const wr_unit u = wr_unit_at(p, upos, n_ci_t, n_co_t, bn, wr_rk, rows, rows_n_it);
-      /* Consumer 1 of a tile whose output channels end within the first 64 (the last tile of
-       * co = 96, 160, ...) skips every wgmma (one offset, never live, that never ends): its
-       * rows are zeros. */
+      /* Consumer 1 of a tile whose output channels end within its first 64 (the last tile
+       * where co % 128 is 1 to 64 and co > 128, e.g. 160 or 192) skips every wgmma (one
+       * offset, never live, that never ends): its rows are zeros. */
       const bool idle = cw == 1 && !u.co2;
       /* The bias gradient (col_sums): the units of the offset that pairs each row with
        * itself (centre), first input-channel tile, also add up their dy tiles. */
