@@ -916,7 +916,7 @@ static void test_masked_tiles(void) {
     /* one data set and reference per channel pair and dtype, run in every configuration */
     for (int c = 0; built && c < 4; c++)
       for (int t = 0; t < 3; t++) {
-        if (g_small && c > 0 && c < 3) continue;
+        if (g_small && c > 0 && ch[c][1] > 64) continue; /* --small: the first and the one-consumer pair */
         conv_data cd;
         data_make(&cd, pp[0].cpu, ch[c][0], ch[c][1], dtypes[t]);
         data_reference(&cd, pp[0].cpu, ALL_PASSES);
