@@ -868,7 +868,7 @@ static void test_masked_tiles(void) {
       {"128", "5", "1", "rows", NULL},   {"64", NULL, NULL, NULL, "2"},   {"64", "3", NULL, NULL, "2"},
       {"96", "2", NULL, NULL, NULL}};
   /* the last: a wgrad of one consumer warpgroup (at most 64 output channels) */
-  static const int64_t ch[4][2] = {{24, 232}, {16, 520}, {200, 136}, {48, 64}};
+  static const int64_t ch[][2] = {{24, 232}, {16, 520}, {200, 136}, {48, 64}};
   /* f16, bf16, and f32 storage with tf32 math (every pass on wgmma; the wgrad as three bf16
    * products of split operands, BN at most 128) */
   static const vc_dtype dtypes[3] = {VC_DTYPE_F16, VC_DTYPE_BF16, VC_DTYPE_F32};
@@ -914,7 +914,7 @@ static void test_masked_tiles(void) {
     bool built = true;
     for (int b = 0; b < NCFG; b++) built = pair_build(&pp[b], ctx[b], &d, coords, n) && built;
     /* one data set and reference per channel pair and dtype, run in every configuration */
-    for (int c = 0; built && c < 4; c++)
+    for (size_t c = 0; built && c < sizeof ch / sizeof *ch; c++)
       for (int t = 0; t < 3; t++) {
         if (g_small && c > 0 && ch[c][1] > 64) continue; /* --small: the first and the one-consumer pair */
         conv_data cd;
