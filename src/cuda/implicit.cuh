@@ -39,6 +39,12 @@ typedef struct imp_args {
   int nsplit; /* wgrad: splits of each offset's pairs; one: each CTA stores its dW tile itself */
   int64_t pblocks; /* the masked pairs form (hopper/masked.cu): pair_start's row blocks an offset, */
   int pchunk, pentries; /* the blocks of one of its chunks, and its tile table's entries (chunks x K) */
+  /* the masked pairs form's windows (hopper/masked.cu, mk_pairs_run): its n_cols columns are
+   * the pass's from col0 on; those before out_split add into out (rows of out_ld values), the
+   * others into out2 (rows of out2_ld) */
+  void *out2;
+  int64_t out_ld, out2_ld, out_split;
+  int col0;
 } imp_args;
 
 /* The pass's GEMM shape (mode, dtype, K, channels; fwd/dgrad: rows, n_cols, c_red), every

@@ -107,8 +107,9 @@ __host__ __device__ static inline bool mk_swapped(int mode, int dt, bool pairs) 
  * no fp32 copy of y, half the bytes reduced, no conversion pass (suite S RES 16 and 32: 12 %
  * off the form's kernels; relative error 2.1e-4 -> 6.1e-4; a partial sum past f16's range
  * is inf even where the whole would not be). bf16, whose rounding is 8 times coarser, adds
- * into an fp32 copy of y: added directly it ran as fast, but its error went 1.7e-3 ->
- * 4.9e-3, half the tolerance (bench/NOTES.md, session 30). tf32's y is fp32 itself. */
+ * into fp32 windows of y (mk_pairs_windows): added directly it ran as fast, but its error
+ * went 1.7e-3 -> 4.9e-3, half the tolerance (bench/NOTES.md, session 30). tf32's y is fp32
+ * itself. */
 __host__ __device__ static inline bool mk_pairs_direct(int dt) { return dt == VC_DTYPE_F16; }
 /* B is K-major (one TMA box a stage) in the forward and in the row tiles' tf32 dgrad
  * (transposed weight); else the weight as stored, in 128-byte-wide MN-major atoms. */
@@ -389,19 +390,22 @@ __device__ static __forceinline__ void mk_pair_gtab(const imp_args &p, const mk_
   if (ahead) vc_cp_async_commit();
 }
 /* out[row, n .. n + 3] += v, one 16-byte L2 reduction (the pairs form's epilogues); none for
- * a pair-less row (-1) or columns past the end (n_cols % 4 == 0 on the fast path). */
+ * a pair-less row (-1) or columns past the end (n_cols % 4 == 0 on the fast path; so are a
+ * window's widths, mk_pairs_windows: four columns have one target). */
 __device__ static __forceinline__ void mk_red4(const imp_args &p, int32_t row, int64_t n, float4 v) {
+  float *const t = n < p.out_split ? (float *)p.out + (int64_t)row * p.out_ld + n
+                                   : (float *)p.out2 + (int64_t)row * p.out2_ld + (n - p.out_split);
   if (n < p.n_cols && row >= 0)
-    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"((float *)p.out + (int64_t)row * p.n_cols + n),
+    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(t),
                  "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
                  : "memory");
 }
 /* out[row, n .. n + 7] += v (8 f16 values, packed in pairs), one 16-byte L2 reduction (the
- * pairs form's f16 epilogue, mk_pairs_direct); the same guards. */
+ * pairs form's f16 epilogue, mk_pairs_direct: one window, out); the same guards. */
 __device__ static __forceinline__ void mk_red8_f16(const imp_args &p, int32_t row, int64_t n, uint4 v) {
   if (n < p.n_cols && row >= 0)
     asm volatile("red.global.add.noftz.v4.f16x2 [%0], {%1, %2, %3, %4};\n" ::"l"((uint16_t *)p.out +
-                                                                                  (int64_t)row * p.n_cols + n),
+                                                                                  (int64_t)row * p.out_ld + n),
                  "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
                  : "memory");
 }
@@ -602,10 +606,11 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
         const int col = pairs ? pg.r : act[ub][a], rw = !pairs && p.flip ? p.K - 1 - col : col, k0 = kc * bk;
         if (gt == 0) {
           vc_mbar_arrive_expect_tx(full + 8 * s, b_tile);
-          if (b_kmajor) vc_tma_load_3d(sB + s * b_tile, bmap, k0, rw, (int)w.n0, full + 8 * s);
+          /* the weight's columns from col0 on (the pairs form's windows; 0 elsewhere) */
+          if (b_kmajor) vc_tma_load_3d(sB + s * b_tile, bmap, k0, rw, (int)w.n0 + p.col0, full + 8 * s);
           else /* atom x: ci n0 + aw x .. (128 bytes of them), co k0 .. k0 + bk - 1 */
             for (int x = 0, aw = 128 / es; x < (bn + aw - 1) / aw; x++)
-              vc_tma_load_3d(sB + s * b_tile + x * bk * 128, bmap, (int)w.n0 + aw * x, rw, k0, full + 8 * s);
+              vc_tma_load_3d(sB + s * b_tile + x * bk * 128, bmap, (int)w.n0 + p.col0 + aw * x, rw, k0, full + 8 * s);
         }
         int32_t row[MK_BM / 16]; /* MK_BM / MR of them used */
         if (tab) {
@@ -990,7 +995,7 @@ static int mk_pipes(const vc_cuda_state *cs, int bn, int kb, int64_t units) {
 
 /* Workspace of the row tiles: tf32 dgrad's transposed weight, then partials
  * [tile][split][bn / 2][256] in fp32, then one arrival counter per tile (the pairs form: bf16's
- * fp32 copy of the output alone, mk_pairs_bytes). */
+ * third window alone, mk_pairs_bytes). */
 static size_t mk_weight_bytes(const imp_args &q) {
   return q.mode == MODE_DGRAD && q.dt == VC_DTYPE_F32 ? (size_t)vc_round_up(q.co * q.K * q.ci * 4, 256) : 0;
 }
@@ -1075,9 +1080,9 @@ __global__ static void __launch_bounds__(256) k_mk_tf32_weight(const float *w, f
  * 64-row block multiplies 2.06 times the useful products, at RES 32 1.67 (bench/NOTES.md,
  * session 19). The pairs form multiplies each offset's pair list in tiles of 128 pairs
  * (1.11 and 1.04 times, with padding), one offset a tile, and adds every tile's products
- * into the output with 16-byte L2 reductions (red.global.add: f16 and tf32; bf16 into an
- * fp32 copy of it, mk_pairs_direct), the bias first (vc_cuda_fill_rows), then bf16's
- * conversion. Those additions come in a varying order, so it runs only outside
+ * into the output with 16-byte L2 reductions (red.global.add: f16 and tf32; bf16 into fp32
+ * windows, mk_pairs_direct and mk_pairs_windows), the bias first (vc_cuda_fill_rows), then
+ * bf16's conversion. Those additions come in a varying order, so it runs only outside
  * VOXCONV_DETERMINISTIC contexts; it needs 128-byte stages and more than 128 columns (its
  * tiles are 256 wide), and takes at most 32 offsets (the 3x3x3 and 2x2x2 layers it was
  * measured on). Its tiles run chunk by chunk of rows (mk_ptile_of), so the reductions
@@ -1135,12 +1140,105 @@ static bool mk_pairs_of(const vc_plan *p, const imp_args &q, int variant) {
   return (mk_is_pairs(variant) || (variant == 0 && vc_cuda(p->ctx)->masked_form == VC_FORM_PAIRS)) && mk_pairs_apply(p, q);
 }
 
-/* The pairs form's fp32 copy of the output (bf16: mk_pairs_direct). */
-static size_t mk_pairs_bytes(const imp_args &q) {
-  return q.dt == VC_DTYPE_F32 || mk_pairs_direct(q.dt) ? 0 : (size_t)vc_round_up(q.rows * q.n_cols * 4, 256);
+/* bf16 (not mk_pairs_direct) adds into fp32 values, rounded once at the end, in windows of
+ * the pass's C = n_cols columns (C % 8 == 0), so that they take about half an output tensor
+ * of workspace, not the twice of one fp32 copy of y (suite S RES 16 and 32: extra/out 2.11;
+ * bench/NOTES.md, session 37). Row i of y holds 2 C bytes, an fp32 row of C / 2 values:
+ *   1. one launch adds columns [0, w1) into y's rows read as fp32 (w1 = 8 floor(C / 16) <=
+ *      C / 2) and columns [w1, w1 + wa) into the workspace (rows of wa values);
+ *   2. the first window becomes bf16 in place, y's bytes [0, 2 w1) of each row, which frees
+ *      bytes [2 w1, 2 C) (k_mk_pairs_settle);
+ *   3. a second launch adds columns [w1 + wa, C) into those (wb = C - w1 - wa values, at
+ *      most (C - w1) / 2);
+ *   4. windows 2 and 3 become bf16 in place, y's bytes [2 w1, 2 C).
+ * Every width and start is a multiple of 8 columns: the reductions' 16 bytes never straddle
+ * two targets, rows of every window start 16-byte aligned, and so does the dgrad's TMA box
+ * of weight columns at a window's start. wb <= wa, which step 4 needs (k_mk_pairs_settle). */
+typedef struct mk_windows {
+  int64_t w1, wa, wb;
+} mk_windows;
+static mk_windows mk_pairs_windows(int64_t c) {
+  mk_windows w;
+  w.w1 = 8 * (c / 16), w.wb = 8 * ((c - w.w1) / 16), w.wa = c - w.w1 - w.wb;
+  return w;
 }
 
-/* The pairs form's fp32 copy (bf16 only), or the row tiles' tf32 dgrad's transposed weight
+/* The pairs form's workspace: bf16's second window (mk_pairs_windows), none in f16
+ * (mk_pairs_direct) and tf32 (which add into y). */
+static size_t mk_pairs_bytes(const imp_args &q) {
+  return q.dt == VC_DTYPE_F32 || mk_pairs_direct(q.dt) ? 0
+                                                      : (size_t)vc_round_up(q.rows * mk_pairs_windows(q.n_cols).wa * 4, 256);
+}
+
+__device__ static __forceinline__ float4 mk_bias4(const void *bias, int dt, int64_t j) {
+  float b[4];
+#pragma unroll
+  for (int e = 0; e < 4; e++) b[e] = bias ? vc_load(bias, dt, j + e) : 0.0f;
+  return make_float4(b[0], b[1], b[2], b[3]);
+}
+/* Values [l0, l0 + MK_SETTLE) of a row of two windows, four a lane (a before a_n, then b),
+ * read in full, then written as bf16 to dst[l0 ..]; lanes past n do nothing. */
+#define MK_SETTLE_U 8
+#define MK_SETTLE (128 * MK_SETTLE_U)
+__device__ static __forceinline__ void mk_settle_chunk(const float *a, int64_t a_n, const float *b, int64_t n,
+                                                       uint16_t *dst, int64_t l0, int dt, int lane) {
+  float4 v[MK_SETTLE_U];
+#pragma unroll
+  for (int u = 0; u < MK_SETTLE_U; u++) {
+    const int64_t l = l0 + 128 * u + 4 * lane;
+    if (l >= 0 && l < n) v[u] = *(const float4 *)(l < a_n ? a + l : b + (l - a_n));
+  }
+  __syncwarp();
+#pragma unroll
+  for (int u = 0; u < MK_SETTLE_U; u++) {
+    const int64_t l = l0 + 128 * u + 4 * lane;
+    if (l >= 0 && l < n) *(uint2 *)(dst + l) = make_uint2(vc_pack2(dt, v[u].x, v[u].y), vc_pack2(dt, v[u].z, v[u].w));
+  }
+  __syncwarp();
+}
+/* bf16's windows into and out of fp32 (mk_pairs_windows). Phase 0 fills windows 1 and 2 with
+ * the bias, a thread per four values. Phases 1 and 2 take a warp a row of y (2 C bytes):
+ * phase 1 turns window 1 into bf16 columns [0, w1), then fills window 3 with the bias;
+ * phase 2 turns windows 2 and 3 into bf16 columns [w1, C). A conversion writes over fp32
+ * values it reads, so the warp walks its row in chunks of MK_SETTLE columns, each read in
+ * full before it is written (mk_settle_chunk), in an order where no chunk writes over a value
+ * a later chunk reads:
+ *   - phase 1 ascending: chunk [j, j + S) writes over window 1's values j / 2 .. (j + S) / 2,
+ *     read by that chunk or an earlier one;
+ *   - phase 2 descending, over the columns l of the two windows (l < wa: window 2's, else
+ *     window 3's value l - wa): chunk [l, l + S) writes over window 3's values l / 2 ..
+ *     (l + S) / 2, columns wa + l / 2 .. of the two, all >= l since l < wa + wb <= 2 wa:
+ *     read by that chunk or an earlier one.
+ * (A warp's row walked in chunks of 128 columns, one load and store in flight at a time, took
+ * 5-6 us a launch at suite S RES 16: latency.) */
+__global__ static void __launch_bounds__(256) k_mk_pairs_settle(void *y, float *ws, int64_t rows, mk_windows w,
+                                                               const void *bias, int dt, int phase) {
+  const int lane = threadIdx.x & 31;
+  const int64_t c = w.w1 + w.wa + w.wb;
+  if (phase == 0) { /* column j < w1 + wa of window 1 or 2 takes bias j */
+    const int64_t g = (w.w1 + w.wa) / 4;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < rows * g; i += (int64_t)gridDim.x * blockDim.x) {
+      const int64_t row = i / g, j = 4 * (i % g);
+      float *const t = j < w.w1 ? (float *)((char *)y + row * c * 2) + j : ws + row * w.wa + (j - w.w1);
+      *(float4 *)t = mk_bias4(bias, dt, j);
+    }
+    return;
+  }
+  for (int64_t row = (int64_t)blockIdx.x * 8 + threadIdx.x / 32; row < rows; row += (int64_t)gridDim.x * 8) {
+    char *const yr = (char *)y + row * c * 2;
+    float *const t1 = (float *)yr, *const t2 = ws + row * w.wa, *const t3 = (float *)(yr + 2 * w.w1);
+    if (phase == 1) {
+      for (int64_t j = 0; j < w.w1; j += MK_SETTLE) mk_settle_chunk(t1, w.w1, t1, w.w1, (uint16_t *)yr, j, dt, lane);
+      for (int64_t j = 4 * lane; j < w.wb; j += 128) *(float4 *)(t3 + j) = mk_bias4(bias, dt, w.w1 + w.wa + j);
+    } else {
+      const int64_t n = w.wa + w.wb;
+      for (int64_t top = n; top > 0; top -= MK_SETTLE)
+        mk_settle_chunk(t2, w.wa, t3, n, (uint16_t *)yr + w.w1, top - MK_SETTLE, dt, lane);
+    }
+  }
+}
+
+/* The pairs form's workspace window (bf16 only), or the row tiles' tf32 dgrad's transposed weight
  * and split partials (a bf16 pairs call without an aligned workspace runs the tiles unsplit:
  * no partials). */
 size_t vc_cuda_masked_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int variant) {
@@ -1156,8 +1254,8 @@ size_t vc_cuda_masked_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass
  * multiprocessors and each split keeps MK_MIN_SPLIT_STAGES stages (16 at most); and the
  * pairs form where it fits, except in a deterministic context, which *restricted then
  * reports: in f16 and tf32, which add into y, at any size (its chunks keep the additions in
- * L2); in bf16 where its fp32 copy of y takes at most half of L2 (beyond, the copy is more
- * memory than the output). */
+ * L2); in bf16 where y's rows as fp32 would take at most half of L2 (its two launches each
+ * run over all the rows: measured there only, at suite S RES 16 and 32). */
 extern "C" int vc_cuda_masked_variants(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int out[],
                                        bool *restricted) {
   const vc_cuda_state *cs = vc_cuda(p->ctx);
@@ -1201,23 +1299,38 @@ extern "C" int vc_cuda_masked_variant_parse(vc_pass pass, const char *name) {
   return -1;
 }
 
-/* The pairs form's run (see above): bias into the fp32 target, the tiles' reductions, the
- * conversion. */
+/* The pairs form's run (see above): the bias into the rows it adds into, the tiles'
+ * reductions (bf16: in two launches, with the conversions after each, mk_pairs_windows). */
 static vc_status mk_pairs_run(vc_context *ctx, const vc_plan *p, imp_args q, void *ws, cudaStream_t s) {
   const int bn = 256;
   __atomic_fetch_add(&vc_cuda(ctx)->pairs_runs, 1, __ATOMIC_RELAXED);
-  CUtensorMap map;
+  CUtensorMap map; /* the whole weight: a launch starts at its column col0 */
   const vc_status e = mk_tensor_map(ctx, q, q.w, bn, true, &map);
   if (e != VC_OK) return e;
-  void *y = q.out;
-  const bool copy = mk_pairs_bytes(q) > 0;
-  void *target = copy ? ws : y;
-  vc_cuda_fill_rows(target, copy ? VC_DTYPE_F32 : (vc_dtype)q.dt, q.rows, q.n_cols, q.bias, (vc_dtype)q.dt, s);
-  q.out = target, q.bias = NULL, q.order = NULL, q.blk_mask = NULL, q.tile_order = NULL;
-  q.n_tiles = (q.n_cols + bn - 1) / bn, q.nsplit = 1;
+  void *const y = q.out;
+  const int64_t c = q.n_cols;
+  const bool windows = mk_pairs_bytes(q) > 0 && q.rows > 0;
+  const mk_windows wd = mk_pairs_windows(c);
+  const unsigned settle_grid = (unsigned)vc_blocks(q.rows < 8 * 65535 ? q.rows : 8 * 65535, 8);
+  /* the launches: first column, width, targets (out up to column split, then out2) */
+  struct {
+    int64_t c0, n, split;
+    void *out, *out2;
+    int64_t ld, ld2;
+  } run[2] = {{0, c, c, y, NULL, c, 0}, {0, 0, 0, NULL, NULL, 0, 0}};
+  int nrun = 1;
+  if (windows) {
+    run[0] = {0, wd.w1 + wd.wa, wd.w1, y, ws, c / 2, wd.wa};
+    run[1] = {wd.w1 + wd.wa, wd.wb, wd.wb, (char *)y + 2 * wd.w1, NULL, c / 2, 0}, nrun = 2;
+    k_mk_pairs_settle<<<vc_grid(q.rows * (wd.w1 + wd.wa) / 4), 256, 0, s>>>(y, (float *)ws, q.rows, wd, q.bias, q.dt, 0);
+  } else {
+    vc_cuda_fill_rows(y, (vc_dtype)q.dt, q.rows, c, q.bias, (vc_dtype)q.dt, s);
+  }
+  const void *const bias = q.bias;
+  q.bias = NULL, q.order = NULL, q.blk_mask = NULL, q.tile_order = NULL, q.nsplit = 1;
   /* no pairs (a plan without outputs, or none within reach): the bias alone, no launch */
   const int64_t pblocks = p->n_pairs > 0 ? (p->n_out + VC_PAIR_ROWS - 1) / VC_PAIR_ROWS : 0;
-  int64_t chunks = 0, units = 0;
+  int64_t chunks = 0, tiles = 0;
   if (pblocks > 0) {
     q.pair_start = vc_cuda_plan_of(p)->pair_start, q.pblocks = pblocks;
     q.pchunk = mk_pair_chunk(vc_cuda(ctx), p, q, pblocks);
@@ -1226,15 +1339,21 @@ static vc_status mk_pairs_run(vc_context *ctx, const vc_plan *p, imp_args q, voi
       return vc_fail(ctx, VC_ERR_INTERNAL, "voxconv: the pairs form's table needs %lld entries (at most %d)",
                      (long long)(chunks * q.K), MK_PT_MAX);
     q.pentries = (int)(chunks * q.K);
-    units = mk_pair_tiles_max(p, chunks) * q.n_tiles;
+    tiles = mk_pair_tiles_max(p, chunks);
   }
   __atomic_store_n(&vc_cuda(ctx)->pairs_chunks, chunks, __ATOMIC_RELAXED);
-  const int64_t grid = units < vc_cuda(ctx)->n_sm ? units : vc_cuda(ctx)->n_sm;
-  if (units > 0)
-    mk_pair_kernels[q.mode == MODE_DGRAD][vc_cuda_dt_index(q.dt)]<<<
-        (unsigned)grid, HP_THREADS(HP_NP(bn)), MK_SMEM(bn, 128, mk_b_kmajor(q.mode, q.dt, true)), s>>>(q, map, NULL, NULL);
+  for (int i = 0; i < nrun; i++) {
+    q.col0 = (int)run[i].c0, q.n_cols = run[i].n, q.out_split = run[i].split;
+    q.out = run[i].out, q.out2 = run[i].out2, q.out_ld = run[i].ld, q.out2_ld = run[i].ld2;
+    q.n_tiles = (q.n_cols + bn - 1) / bn;
+    const int64_t units = tiles * q.n_tiles, grid = units < vc_cuda(ctx)->n_sm ? units : vc_cuda(ctx)->n_sm;
+    if (units > 0)
+      mk_pair_kernels[q.mode == MODE_DGRAD][vc_cuda_dt_index(q.dt)]<<<
+          (unsigned)grid, HP_THREADS(HP_NP(bn)), MK_SMEM(bn, 128, mk_b_kmajor(q.mode, q.dt, true)), s>>>(q, map, NULL, NULL);
+    if (windows) /* window 1 to bf16 and window 3 filled; then windows 2 and 3 to bf16 */
+      k_mk_pairs_settle<<<settle_grid, 256, 0, s>>>(y, (float *)ws, q.rows, wd, bias, q.dt, i + 1);
+  }
   VC_CUDA_TRY(ctx, cudaGetLastError());
-  if (copy) vc_cuda_add_slices(y, (vc_dtype)q.dt, (const float *)target, 1, q.rows * q.n_cols, s);
   return VC_OK;
 }
 
