@@ -238,8 +238,9 @@ extern "C" vc_status vc_cuda_narrow_init(vc_context *ctx);
  * the fast path (channel counts multiple of 8; operands and output 16-byte aligned); the run
  * picks the form (pairs or row tiles) and, for the row tiles of wide or large layers, the
  * plan's regrouped order (vc_cuda_plan_groups). The workspace holds split-reduction partials
- * where the call splits (small grids), or the pairs form's fp32 copy of the output (bf16; f16
- * and tf32 add into the output itself); a NULL or unaligned one runs the row tiles unsplit
+ * where the call splits (small grids), or the pairs form's fp32 window of about a quarter of
+ * the output's columns (bf16, the rest in the output's own memory; f16 and tf32 add into the
+ * output itself); a NULL or unaligned one runs the row tiles unsplit
  * (and the pairs form where it needs none). The row tiles' tf32 dgrad needs an aligned one:
  * it holds the transposed weight (the pairs form's reads the weight as stored). init fetches
  * the driver's tensor-map encoder. */

@@ -974,17 +974,19 @@ static void run_twice(vc_context *ctx, const vc_plan *p, conv_data *cd, const vc
 
 /* The masked pairs form (VOXCONV_MASKED_FORM=pairs): the forward and dgrad multiply each
  * offset's pair list in tiles of 128 pairs, 256 columns wide, and add them into the output
- * (f16, tf32) or an fp32 copy of it (bf16) with L2 reductions. All passes of a submanifold plan
+ * (f16, tf32) or fp32 windows of it (bf16: most in y's own memory, mk_pairs_windows) with L2
+ * reductions. All passes of a submanifold plan
  * (K 27) and a strided one (K 8: offsets of unequal pair counts, last tiles of fewer than 64
  * pairs) in f16, bf16 and tf32, with columns past one tile ending in a partial one (520, 264)
  * and reductions ending in partial chunks (264, 136). Where the form does not apply the tiles
  * form runs: 24 input channels (the 16-bit forward's 64-byte stages), the dgrad's 24 columns, a
  * 5x5x5 plan (K 125, f16). --small: the first channel pair only. The library's count of
  * pairs-form calls (vc_cuda_masked_pairs_runs) must grow by exactly the calls where the form
- * applies; the bf16 forward's workspace holds its fp32 copy of y, f16's none (it adds into y).
+ * applies; the bf16 forward's workspace holds at most 0.6 of y's bytes (its fp32 window of
+ * about a quarter of the columns, odd widths rounded), f16's none (it adds into y).
  * In a VOXCONV_DETERMINISTIC context with the variable set the tiles form runs (the count
  * stays), bitwise repeatable; so it does with VOXCONV_MASKED_FORM=rows, and for a bf16 forward
- * given an unaligned workspace (the form's fp32 copy needs an aligned one), where f16's runs
+ * given an unaligned workspace (the form's fp32 window needs an aligned one), where f16's runs
  * the form; a bad value is refused. The form runs its tiles chunk by chunk of output rows: one
  * chunk at these sizes (where the rows it adds into fit in half of L2), and with
  * VOXCONV_MASKED_PAIR_ROWS=1 one 256-row block a chunk (16 x 27 table entries at 4000 sites:

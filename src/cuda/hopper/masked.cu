@@ -393,10 +393,10 @@ __device__ static __forceinline__ void mk_pair_gtab(const imp_args &p, const mk_
  * a pair-less row (-1) or columns past the end (n_cols % 4 == 0 on the fast path; so are a
  * window's widths, mk_pairs_windows: four columns have one target). */
 __device__ static __forceinline__ void mk_red4(const imp_args &p, int32_t row, int64_t n, float4 v) {
-  float *const t = n < p.out_split ? (float *)p.out + (int64_t)row * p.out_ld + n
-                                   : (float *)p.out2 + (int64_t)row * p.out2_ld + (n - p.out_split);
   if (n < p.n_cols && row >= 0)
-    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(t),
+    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(
+                     n < p.out_split ? (float *)p.out + (int64_t)row * p.out_ld + n
+                                     : (float *)p.out2 + (int64_t)row * p.out2_ld + (n - p.out_split)),
                  "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
                  : "memory");
 }
@@ -487,7 +487,8 @@ __device__ static __forceinline__ void mk_consume_swapped(float *acc, const hp_r
  * warpgroup g working on units of their own through half the ring each. pairs: the
  * pairs form (pipes 1, nsplit 1, K <= 32; see mk_pairs_run): tiles of pairs, each of one
  * offset (p.pair_start, p.pblocks, p.pchunk: mk_ptile_of), whose products the epilogue
- * adds into the rows of p.out with L2 reductions (fp32 rows, or f16 ones: mk_pairs_direct). */
+ * adds into the rows of p.out, or p.out2 from column p.out_split on, with L2 reductions (fp32
+ * rows, or f16 ones: mk_pairs_direct). */
 __device__ static __forceinline__ void mk_body(const imp_args &args, const CUtensorMap *bmap, float *part, int *cnt,
                                                const int mode, const int dt, const int bn, const int kb, const int np,
                                                const int pipes, const bool pairs) {
@@ -995,7 +996,7 @@ static int mk_pipes(const vc_cuda_state *cs, int bn, int kb, int64_t units) {
 
 /* Workspace of the row tiles: tf32 dgrad's transposed weight, then partials
  * [tile][split][bn / 2][256] in fp32, then one arrival counter per tile (the pairs form: bf16's
- * third window alone, mk_pairs_bytes). */
+ * second window alone, mk_pairs_bytes). */
 static size_t mk_weight_bytes(const imp_args &q) {
   return q.mode == MODE_DGRAD && q.dt == VC_DTYPE_F32 ? (size_t)vc_round_up(q.co * q.K * q.ci * 4, 256) : 0;
 }
@@ -1081,15 +1082,16 @@ __global__ static void __launch_bounds__(256) k_mk_tf32_weight(const float *w, f
  * session 19). The pairs form multiplies each offset's pair list in tiles of 128 pairs
  * (1.11 and 1.04 times, with padding), one offset a tile, and adds every tile's products
  * into the output with 16-byte L2 reductions (red.global.add: f16 and tf32; bf16 into fp32
- * windows, mk_pairs_direct and mk_pairs_windows), the bias first (vc_cuda_fill_rows), then
- * bf16's conversion. Those additions come in a varying order, so it runs only outside
+ * windows, mk_pairs_direct and mk_pairs_windows), the bias first (vc_cuda_fill_rows; bf16:
+ * k_mk_pairs_settle), then bf16's conversions. Those additions come in a varying order, so it runs only outside
  * VOXCONV_DETERMINISTIC contexts; it needs 128-byte stages and more than 128 columns (its
  * tiles are 256 wide), and takes at most 32 offsets (the 3x3x3 and 2x2x2 layers it was
  * measured on). Its tiles run chunk by chunk of rows (mk_ptile_of), so the reductions
  * resolve in L2 at any size; the tuner offers it as vc_cuda_masked_variants says. */
 
 /* Bytes of the rows the pairs form adds into: the pass's output rows, in f16 (mk_pairs_direct)
- * or fp32. */
+ * or fp32 (bf16's launches add into at most 3 / 4 of them, mk_pairs_windows: its chunks are
+ * sized as for all, which errs small). */
 static int64_t mk_pairs_target_bytes(const imp_args &q) { return q.rows * q.n_cols * (mk_pairs_direct(q.dt) ? 2 : 4); }
 /* They fit in half of L2. */
 static bool mk_pairs_in_l2(const vc_cuda_state *cs, const imp_args &q) { return mk_pairs_target_bytes(q) <= cs->l2_bytes / 2; }
