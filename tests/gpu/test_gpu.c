@@ -975,9 +975,8 @@ static void run_twice(vc_context *ctx, const vc_plan *p, conv_data *cd, const vc
 /* The masked pairs form (VOXCONV_MASKED_FORM=pairs): the forward and dgrad multiply each
  * offset's pair list in tiles of 128 pairs, 256 columns wide, and add them into the output
  * (f16, tf32) or fp32 windows of it (bf16: most in y's own memory, mk_pairs_windows) with L2
- * reductions. All passes of a submanifold plan
- * (K 27) and a strided one (K 8: offsets of unequal pair counts, last tiles of fewer than 64
- * pairs) in f16, bf16 and tf32, with columns past one tile ending in a partial one (520, 264)
+ * reductions. All passes of a submanifold plan (K 27) and a strided one (K 8: offsets of
+ * unequal pair counts, last tiles of fewer than 64 pairs) in f16, bf16 and tf32, with columns past one tile ending in a partial one (520, 264)
  * and reductions ending in partial chunks (264, 136). Where the form does not apply the tiles
  * form runs: 24 input channels (the 16-bit forward's 64-byte stages), the dgrad's 24 columns, a
  * 5x5x5 plan (K 125, f16). --small: the first channel pair only. The library's count of

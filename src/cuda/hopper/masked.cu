@@ -1083,8 +1083,8 @@ __global__ static void __launch_bounds__(256) k_mk_tf32_weight(const float *w, f
  * (1.11 and 1.04 times, with padding), one offset a tile, and adds every tile's products
  * into the output with 16-byte L2 reductions (red.global.add: f16 and tf32; bf16 into fp32
  * windows, mk_pairs_direct and mk_pairs_windows), the bias first (vc_cuda_fill_rows; bf16:
- * k_mk_pairs_settle), then bf16's conversions. Those additions come in a varying order, so it runs only outside
- * VOXCONV_DETERMINISTIC contexts; it needs 128-byte stages and more than 128 columns (its
+ * k_mk_pairs_settle), then bf16's conversions. Those additions come in a varying order, so
+ * it runs only outside VOXCONV_DETERMINISTIC contexts; it needs 128-byte stages and more than 128 columns (its
  * tiles are 256 wide), and takes at most 32 offsets (the 3x3x3 and 2x2x2 layers it was
  * measured on). Its tiles run chunk by chunk of rows (mk_ptile_of), so the reductions
  * resolve in L2 at any size; the tuner offers it as vc_cuda_masked_variants says. */
@@ -1311,7 +1311,7 @@ static vc_status mk_pairs_run(vc_context *ctx, const vc_plan *p, imp_args q, voi
   if (e != VC_OK) return e;
   void *const y = q.out;
   const int64_t c = q.n_cols;
-  const bool windows = mk_pairs_bytes(q) > 0 && q.rows > 0;
+  const bool windows = mk_pairs_bytes(q) > 0; /* bf16 with rows */
   const mk_windows wd = mk_pairs_windows(c);
   const unsigned settle_grid = (unsigned)vc_blocks(q.rows < 8 * 65535 ? q.rows : 8 * 65535, 8);
   /* the launches: first column, width, targets (out up to column split, then out2) */
