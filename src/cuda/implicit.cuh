@@ -29,7 +29,7 @@ typedef struct imp_args {
   const int32_t *tile_order;            /* the order's tile order (masked), or NULL: in row order */
   const int32_t *tab;                   /* [rows, K] gather table */
   const void *a_src, *b_src, *w, *bias;
-  const void *a_lo, *b_lo; /* wgrad in tf32: the bf16 lo halves of a_src and b_src (hopper/wgrad.cu) */
+  const void *b_lo; /* wgrad in tf32: the bf16 lo half of b_src, x's split (hopper/wgrad.cu) */
   void *out;
   const int32_t *pin, *pout;
   const int64_t *offsets; /* device copy, wgrad */
@@ -41,7 +41,8 @@ typedef struct imp_args {
   int pchunk, pentries; /* the blocks of one of its chunks, and its tile table's entries (chunks x K) */
   /* the masked pairs form's windows (hopper/masked.cu, mk_pairs_run): its n_cols columns are
    * the pass's from col0 on; those before out_split add into out (rows of out_ld values), the
-   * others into out2 (rows of out2_ld) */
+   * others into out2 (rows of out2_ld). The Hopper wgrad (hopper/wgrad.cu): its ci input
+   * channels are dW's columns col0 .. col0 + ci - 1 of out_ld. */
   void *out2;
   int64_t out_ld, out2_ld, out_split;
   int col0;

@@ -927,6 +927,38 @@ static void test_masked_tiles(void) {
     for (int b = 0; b < NCFG; b++) pair_free(&pp[b]);
     free(coords);
   }
+  /* tf32's wgrad splits x into the workspace a slice of its columns at a time (wgrad.cu,
+   * wr_slice_width), dy not at all: at 256 channels each way, BN 128, two slices of 128
+   * columns, so the workspace holds at most 0.6 of dy's bytes (half for a slice's split;
+   * the bias gradient's partials, 512 KB at 256 channels, are 6 % of dy at 8000 sites);
+   * checked against the reference with the auto split (the add form, into dW itself) and
+   * in the deterministic context (slices). */
+  for (int i = 0; all && i < 2; i++) {
+    const int b = i ? 6 : 2; /* BN 128: auto split; split 5, deterministic */
+    const int64_t n = 8000;
+    int32_t *coords = coords_for(n, 2);
+    vc_conv_desc d;
+    vc_conv_desc_init(&d, VC_CONV_SUBMANIFOLD, 3, 1, -1, 1);
+    plan_pair pp;
+    if (pair_build(&pp, ctx[b], &d, coords, n)) {
+      conv_data cd;
+      data_make(&cd, pp.cpu, 256, 256, VC_DTYPE_F32);
+      data_reference(&cd, pp.cpu, ALL_PASSES);
+      char what[400];
+      const vc_conv_args a = masked_args(&pp, &cd, what, sizeof what, i ? " BN=128 split=5 deterministic backward_weight"
+                                                                           : " BN=128 backward_weight");
+      run_checked(ctx[b], pp.gpu, &cd, &a, VC_PASS_BACKWARD_WEIGHT, what);
+      size_t bytes = 0;
+      CHECK_OK(ctx[b], vc_conv_workspace_size(pp.gpu, &a, VC_PASS_BACKWARD_WEIGHT, &bytes));
+      const size_t dy_bytes = (size_t)vc_plan_out_count(pp.gpu) * 256 * 4;
+      if (!i)
+        CHECK(bytes * 10 <= dy_bytes * 6, "%s: workspace %zu bytes, expected at most 0.6 of dy's %zu", what, bytes,
+              dy_bytes);
+      data_free(&cd);
+    }
+    pair_free(&pp);
+    free(coords);
+  }
   /* A 5x5x5 submanifold conv on a dense cube: K = 125 takes the producers' offset list of
    * several mask words, and tiles meeting more offsets than masked.cu's gather table holds
    * read their gather rows from the map, not from shared memory; both tile widths that

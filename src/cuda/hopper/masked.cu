@@ -722,7 +722,7 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
         else mk_consume_swapped(acc, ring, pos, it1 - it0, st, a_tile, b_tile, cw, 128);
       } else
         hp_consume(acc, ring, pos, it1 - it0, st, a_tile, b_tile, kb, blk0 * 64 * kb, bn, dt,
-                   b_kmajor ? HP_KK : HP_KMN, skips ? uni : 0u, live, nb, nkc, it0, 0u, 0u);
+                   b_kmajor ? HP_KK : HP_KMN, skips ? uni : 0u, live, nb, nkc, it0);
 
       /* the pairs form's epilogue staging: each consumer warp's 8 rows of MK_RS_ROW floats */
       float *const rs = (float *)&gtab[0][0] + MK_RS_AT + (cw * 4 + warp) * 8 * MK_RS_ROW;

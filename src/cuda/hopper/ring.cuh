@@ -178,10 +178,6 @@ __device__ static __forceinline__ void hp_sums_bar(int cw) {
  * reused) and handed back at once, after the group in flight: a slot held across skips
  * could be the one the producers wait for.
  *
- * Split products (a_lo != 0, nb == 1; wgrad.cu's tf32): a stage also holds each operand's
- * lo half, a_lo and b_lo bytes after its A and B tiles, and every K step adds three products
- * into acc: A B + A B_lo + A_lo B.
- *
  * Column sums (sums, 16-bit, nb == 1, every stage multiplied; wgrad.cu's bias gradient):
  * cs[4] also adds up the warpgroup's MN-major A atom of every stage (hp_col_sums), read while
  * the stage's wgmma run. The warpgroup (cw: consumer 0 or 1) then meets at a named barrier
@@ -189,8 +185,7 @@ __device__ static __forceinline__ void hp_sums_bar(int cw) {
 __device__ static __forceinline__ void hp_consume(float *acc, const hp_ring &r, hp_pos &pos, int n_it, int st,
                                                   int a_tile, int b_tile, int kb, uint32_t a_off, int bn, int dt, int layout,
                                                   uint32_t uni, const uint32_t *live, int nb, int nkc, int it0,
-                                                  uint32_t a_lo, uint32_t b_lo, bool sums = false, float *cs = NULL,
-                                                  int cw = 0) {
+                                                  bool sums = false, float *cs = NULL, int cw = 0) {
   const int lane = threadIdx.x & 31;
   /* Slot 0's descriptors; a descriptor's address field is linear (16-byte units, 14 bits
    * hold any shared address), so a slot's and a K step's are these plus their offsets:
@@ -218,13 +213,7 @@ __device__ static __forceinline__ void hp_consume(float *acc, const hp_ring &r, 
        * between them (info C7519) */
       if (nb == 1 || !on1) {
 #pragma unroll
-        for (int kk = 0; kk < kb / 32; kk++) {
-          hp_mma(acc, bn, dt, layout, da + kk * a_step, db + kk * b_step);
-          if (a_lo) {
-            hp_mma(acc, bn, dt, layout, da + kk * a_step, db + (b_lo >> 4) + kk * b_step);
-            hp_mma(acc, bn, dt, layout, da + (a_lo >> 4) + kk * a_step, db + kk * b_step);
-          }
-        }
+        for (int kk = 0; kk < kb / 32; kk++) hp_mma(acc, bn, dt, layout, da + kk * a_step, db + kk * b_step);
       } else if (on0) {
 #pragma unroll
         for (int kk = 0; kk < kb / 32; kk++) {

@@ -50,15 +50,18 @@
  * vc_cuda_wgrad_finish first sums the columns of dy in a pass of its own.
  *
  * tf32 (f32 storage, VC_MATH_TF32) runs bf16 wgmma on split operands: tf32 wgmma takes
- * K-major operands only, and both of the wgrad's gathered operands are MN-major. So each f32
- * value v is first split into two bf16, hi = v rounded toward zero and lo = v - hi rounded
- * (hi + lo carries 16 of v's 24 bits), written as rows [0, n) and [n, 2n) of one bf16 copy
- * of x and of dy in the workspace, and dW = dy_hi x_hi + dy_hi x_lo + dy_lo x_hi. A stage
- * holds both halves of its pairs' rows (twice the bytes: BN <= 128, and the ring holds 3 or
- * 4 stages) and the consumers add the three products into one accumulator (hp_consume's
- * split products): four tiles gathered for three products, one partial a CTA. (It ran as
- * three launches of one product each, whose partials met in an fp32 workspace: six tiles
- * for three products and three times the partials; bench/NOTES.md, session 18.) The
+ * K-major operands only, and both of the wgrad's gathered operands are MN-major. Each f32
+ * value v is split into two bf16, hi = v rounded toward zero and lo = v - hi rounded (hi +
+ * lo carries 16 of v's 24 bits), and dW = dy_hi x_hi + dy_hi x_lo + dy_lo x_hi. x, the B
+ * operand (which wgmma reads from shared memory only), is split into the workspace a slice
+ * of its columns at a time (wr_slice_width: the split stays within half of dy's bytes), one
+ * launch a slice; dy, the A operand, is gathered in fp32 and split in the consumers'
+ * registers as they load it (wr_consume_split), which costs no workspace and reads A once a
+ * stage rather than once a product. A stage holds dy's fp32 rows and both halves of x's
+ * (twice the bytes: BN <= 128, the ring holds 3 or 4 stages), and the consumers add the
+ * three products into one accumulator. (Before: three launches of one product each, whose
+ * partials met in an fp32 workspace, bench/NOTES.md session 18; then one launch on bf16
+ * splits of both dy and x in the workspace, twice the bytes of dy, until session 38.) The
  * dropped dy_lo x_lo is below 2^-14 of a product, against tf32's 2^-10 truncation of each
  * operand; bf16's rate is twice tf32's, so the three products cost 1.5 tf32 GEMMs. */
 #include "../implicit.cuh"
@@ -70,8 +73,9 @@
 #if WR_BK != VC_ORDER_BLOCK
 #error "the rows form's stage is one block of the order"
 #endif
-/* A stage: 64 pairs x 128 output channels, two atoms, and x bn input channels; with split
- * operands (x3: tf32) the hi atoms, then the lo ones, of each. */
+/* A stage: 64 pairs x 128 output channels of dy, two atoms (x3, tf32: 64 pairs x 128
+ * channels in fp32, the same 32 KB, wr_consume_split's layout), and x bn input channels
+ * (x3: the hi atoms, then the lo ones). */
 #define WR_NH(x3) ((x3) ? 2 : 1)
 #define WR_A_TILE(x3) (WR_NH(x3) * 2 * HP_ATOM)
 #define WR_B_TILE(bn, x3) (WR_NH(x3) * (bn) / 64 * HP_ATOM)
@@ -96,6 +100,18 @@
 /* How a CTA's partial leaves: added into the fp32 dW, stored as a slice, or stored as the
  * final dW in the storage dtype (one chunk: each element has one writer). */
 enum { WR_SLICES, WR_ADD, WR_DIRECT };
+
+/* v0, v1 (k and k + 1) split into bf16 hi (toward zero) and lo (v - hi, exact in fp32, then
+ * rounded; 0 for an infinite v, whose v - hi is not a number), each pair packed with the
+ * lower k in the low half: a finite value never rounds to infinity, and a NaN's halves are
+ * NaN. The consumers of tf32's wgrad split dy with it, k_wr_split x. */
+__device__ static __forceinline__ void wr_split2(float v0, float v1, uint32_t &hi, uint32_t &lo) {
+  asm("cvt.rz.bf16x2.f32 %0, %1, %2;\n" : "=r"(hi) : "f"(v1), "f"(v0));
+  /* hi as fp32: v's top 16 bits (what rounding toward zero keeps, a NaN aside) */
+  const float l0 = isinf(v0) ? 0.0f : v0 - __uint_as_float(__float_as_uint(v0) & 0xffff0000u);
+  const float l1 = isinf(v1) ? 0.0f : v1 - __uint_as_float(__float_as_uint(v1) & 0xffff0000u);
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(lo) : "f"(l1), "f"(l0));
+}
 
 #ifdef VC_SM90A
 /* rows: live[] = the blocks b0 .. b1 - 1 (of 64 rows of the order) that meet offset r,
@@ -223,13 +239,103 @@ __device__ static __forceinline__ int64_t wr_pos(int64_t i, int64_t units) {
   const int64_t u = hp_deal(i, gridDim.x, blockIdx.x, true);
   return u < units ? u : -1;
 }
+
+/* A consumer warpgroup's fragment row 16 w + g + 8 h (warp w, g = lane / 4) is this output
+ * channel of its 64: in order, or with tf32's A from registers (wr_consume_split) paired so
+ * that a thread's two rows are adjacent channels. */
+__device__ static __forceinline__ int wr_co_row(bool x3, int warp, int lane, int h) {
+  return 16 * warp + (x3 ? 2 * (lane >> 2) + h : (lane >> 2) + 8 * h);
+}
+
+/* tf32's consumer loop (x3): acc += dy_hi x_hi + dy_hi x_lo + dy_lo x_hi over n_it stages,
+ * A (dy) from registers, B (x's hi tile, and its lo tile b_lo bytes further) MN-major in
+ * the stage, as the producers copied it from the workspace's split. A stage's A tile is the
+ * gathered dy rows in fp32: consumer cw's 64 output channels of pair k are 256 bytes at cw *
+ * 16384 + 256 k, their 16-byte chunk j (4 channels) at chunk j ^ (k % 8). Each thread loads
+ * its 8 values of a K step kk (rows 2 t + e + 8 v + 16 kk, t = lane % 4, of the two
+ * channels of its fragment rows: wr_co_row) with 8-byte ld.shared, splits them (wr_split2)
+ * and issues the step's three m64nbnk16 products as one wgmma group; the next step's loads
+ * are issued before this step's splits. A warp's load of one (kk, v, e) meets 4 rows of 4
+ * chunks; the XOR by k % 8 = 2 t + e puts two rows on each half of the banks: 2 wavefronts
+ * for 256 bytes, no conflict. One group in flight: a step's registers are rewritten only
+ * after the group that read them has retired, and a slot goes back once its last group has
+ * (as masked.cu's mk_consume_swapped). A group a step was 2.5 % faster than one a half
+ * stage (bench/NOTES.md, session 38). Reading dy's fp32 rows here, rather than a bf16 split
+ * of dy from the workspace as B is, costs no workspace and one read of A a stage instead of
+ * three, but ~45 instructions a thread a K step (the split's share of the kernel: 12 % at
+ * suite S RES 64). idle: the warpgroup has no channels (wr_body); it only waits for and
+ * hands back the slots. */
+__device__ static __forceinline__ void wr_consume_split(float *acc, const hp_ring &r, hp_pos &pos, int n_it, int st,
+                                                        int a_tile, int b_tile, int cw, int bn, uint32_t b_lo,
+                                                        bool idle) {
+  const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, g = lane >> 2, t = lane & 3;
+  const int j = 4 * warp + (g >> 1); /* the chunk of the thread's two channels (16 w + 2 g, + 1) */
+  const uint32_t a0 = r.a + (uint32_t)cw * 16384u + (uint32_t)(g & 1) * 8u + (uint32_t)(2 * t) * 256u;
+  const uint32_t sw0 = (uint32_t)((j ^ (2 * t)) << 4), sw1 = (uint32_t)((j ^ (2 * t + 1)) << 4); /* e = 0, 1 */
+  const uint64_t db0 = vc_wgmma_desc_mn(r.b, 64 * 128);
+  int s = pos.s, phase = pos.phase, prev = -1;
+  for (int it = 0; it < n_it; it++) {
+    vc_mbar_wait(r.full + 8 * s, phase);
+    if (idle) {
+      if (lane == 0) vc_mbar_arrive(r.empty + 8 * s);
+      if (++s == st) s = 0, phase ^= 1;
+      continue;
+    }
+    vc_fence_proxy_async(); /* the cp.async (generic proxy) writes of B, seen here, to wgmma */
+    const uint32_t as = a0 + (uint32_t)(s * a_tile);
+    const uint64_t db = db0 + (uint32_t)(s * b_tile >> 4);
+    float v[2][2][2][2]; /* K steps kk (even, odd): [v][e][row h] */
+#pragma unroll
+    for (int kk = 0; kk < 5; kk++) {
+      /* K step kk's values are loaded while step kk - 1's are split */
+      if (kk < 4)
+#pragma unroll
+        for (int vv = 0; vv < 2; vv++)
+#pragma unroll
+          for (int e = 0; e < 2; e++)
+            asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n"
+                         : "=f"(v[kk & 1][vv][e][0]), "=f"(v[kk & 1][vv][e][1])
+                         : "r"(as + (uint32_t)(16 * kk + 8 * vv + e) * 256u + (e ? sw1 : sw0))
+                         : "memory");
+      if (kk == 0) continue;
+      const int k = kk - 1;
+      uint32_t hi[4], lo[4];
+#pragma unroll
+      for (int vv = 0; vv < 2; vv++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) wr_split2(v[k & 1][vv][0][h], v[k & 1][vv][1][h], hi[2 * vv + h], lo[2 * vv + h]);
+      vc_wgmma_fence();
+      const uint64_t dk = db + (uint32_t)(k * (2048 >> 4));
+      if (bn == 64) {
+        vc_wgmma_n64_bf16_rmn(acc, hi, dk);
+        vc_wgmma_n64_bf16_rmn(acc, hi, dk + (b_lo >> 4));
+        vc_wgmma_n64_bf16_rmn(acc, lo, dk);
+      } else {
+        vc_wgmma_n128_bf16_rmn(acc, hi, dk);
+        vc_wgmma_n128_bf16_rmn(acc, hi, dk + (b_lo >> 4));
+        vc_wgmma_n128_bf16_rmn(acc, lo, dk);
+      }
+      vc_wgmma_commit();
+      VC_WGMMA_WAIT(1); /* step 0: the previous stage's last group has retired, its slot goes back */
+      if (k == 0 && prev >= 0 && lane == 0) vc_mbar_arrive(r.empty + 8 * prev);
+    }
+    prev = s;
+    if (++s == st) s = 0, phase ^= 1;
+  }
+  VC_WGMMA_WAIT(0);
+  if (prev >= 0 && lane == 0) vc_mbar_arrive(r.empty + 8 * prev);
+#pragma unroll
+  for (int i = 0; i < bn / 2; i++) vc_reg_fence(acc[i]);
+  pos.s = s, pos.phase = phase;
+}
 #endif
 
-/* p: a_src = dy, b_src = x, K, ci, co, nsplit (S, the chunks of each offset); pairs:
- * pin/pout/offsets; rows: rows (the output rows), order, blk_mask, tab (the forward's map);
- * x3: a_lo, b_lo (the split operands' lo rows). out, by form: WR_ADD the fp32 dW
- * [co][K][ci] (zeroed; dmap its tensor map, wr_dw_map), WR_SLICES the fp32 slices
- * [S][co][K][ci] (chunk c: slice c), WR_DIRECT dW itself (dtype dt, fp32 with x3). dt: the
+/* p: a_src = dy, b_src = x (x3: the hi rows of x's split slice, b_lo its lo rows), K, ci
+ * (this launch's input channels: dW's columns col0 .. col0 + ci - 1 of out_ld), co, nsplit
+ * (S, the chunks of each offset); pairs: pin/pout/offsets; rows: rows (the output rows),
+ * order, blk_mask, tab (the forward's map). out, by form: WR_ADD the fp32 dW
+ * [co][K][out_ld] (zeroed; dmap its tensor map, wr_dw_map), WR_SLICES the fp32 slices
+ * [S][co][K][out_ld] (chunk c: slice c), WR_DIRECT dW itself (dtype dt, fp32 with x3). dt: the
  * wgmma's type (bf16 with x3). col_sums: NULL, or the bias gradient's partials [S][co]
  * (fp64) that the units of offset `centre` add up as well (wr_fused_sums, wr_col_store).
  *
@@ -244,7 +350,7 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
 #ifdef VC_SM90A
   const int st = WR_STAGES(bn, x3), pt = 128 * np, nh = WR_NH(x3);
   const int a_tile = WR_A_TILE(x3), b_tile = WR_B_TILE(bn, x3);
-  const int a_half = WR_A_TILE(false), b_half = WR_B_TILE(bn, false); /* where a stage's lo halves begin */
+  const int b_half = WR_B_TILE(bn, false); /* where a stage's lo half of x begins */
   extern __shared__ __align__(16) uint8_t wr_smem[];
   __shared__ int32_t wr_idx[2][2][WR_IB_MAX]; /* the producers' pair indices: [block half][pout, pin] */
   __shared__ int32_t wr_live[WR_LIVE_MAX];    /* rows: the chunk's blocks that meet the offset */
@@ -269,18 +375,24 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
   const hp_ring ring = hp_ring_init(wr_smem, st, a_tile, b_tile, 128, solo ? 4 : 8);
   const uint32_t sA = ring.a, sB = ring.b, full = ring.full, empty = ring.empty;
   const int wg = hp_warpgroup();
-  const int64_t kci = (int64_t)p.K * p.ci;
+  /* dW's row: K x out_ld values; this launch's input channels are its columns col0 .. col0 + ci - 1 */
+  const int64_t kci = (int64_t)p.K * p.out_ld;
 
   if (wg < np) { /* ---- producers ---- */
     hp_producer_regs();
     /* Each producer warpgroup issues every np-th stage of the CTA, alone (as in masked.cu:
      * the producers are issue-bound, and a stage's fixed costs then fall on 4 warps, not 8);
      * thread gt of its warpgroup: 16-byte chunk q of every atom, pair rows k0 + 16 h of its
-     * stages. */
+     * stages (tf32's fp32 dy: chunk q16 of each consumer's 256-byte row, pair rows r16 + 8 h,
+     * so that a half-warp copies a row's 256 contiguous bytes: with chunks q and q + 8 of
+     * rows k0 + 16 h the kernel ran 5 % slower, with chunks 2 q and 2 q + 1 each copy read
+     * half of every sector it touched). */
     const int tid = threadIdx.x, grp = np == 1 ? 0 : wg, gt = tid & 127, q = gt & 7, k0 = gt >> 3;
+    const int q16 = gt & 15, r16 = gt >> 4; /* x3: dy's fp32 rows, 16 chunks a consumer */
     const char *dy = (const char *)p.a_src, *x = (const char *)p.b_src;
-    const char *dy_lo = (const char *)p.a_lo, *x_lo = (const char *)p.b_lo;
-    const uint32_t dy_pitch = (uint32_t)(p.co * 2), x_pitch = (uint32_t)(p.ci * 2); /* bytes of a row */
+    const char *x_lo = (const char *)p.b_lo;
+    /* bytes of a row: dy's (fp32 with x3: wr_consume_split splits it) and x's */
+    const uint32_t dy_pitch = (uint32_t)(p.co * (x3 ? 4 : 2)), x_pitch = (uint32_t)(p.ci * 2);
     const int ib = WR_IB(np), sb = ib / WR_BK; /* pairs and stages of an index block */
     int64_t gs = 0;                            /* the CTA's stages before this unit */
     for (int64_t i = 0, upos; (!rows || i < 1) && (upos = wr_pos(i, units)) >= 0; i++) { /* rows: one unit */
@@ -291,8 +403,9 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
        * within a row and range checks are set once, and a row's source is one 32 x 32 ->
        * 64-bit multiply-add (the producers are issue-bound). Columns past the channels copy
        * 0 bytes from the row's first. */
-      const uint32_t dy_off = (uint32_t)(u.m0 + 8 * q) * 2, x_off = (uint32_t)(u.n0 + 8 * q) * 2;
-      const int64_t co_left = p.co - (u.m0 + 8 * q), ci_left = p.ci - (u.n0 + 8 * q); /* channels from there on */
+      const int dq = x3 ? q16 * 4 : q * 8; /* the first of dy's channels the thread copies */
+      const uint32_t dy_off = (uint32_t)((u.m0 + dq) * (x3 ? 4 : 2)), x_off = (uint32_t)(u.n0 + 8 * q) * 2;
+      const int co_left = (int)(p.co - (u.m0 + dq)), ci_left = (int)(p.ci - (u.n0 + 8 * q)); /* channels from there on */
       /* The pair indices reach the copies through shared memory, in blocks of WR_IB pairs
        * (8 or 16 stages) double-buffered: a block is loaded into registers (coalesced)
        * a whole block ahead and stored when its stages begin, so no global load latency
@@ -331,27 +444,45 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
         for (int it = blk * sb + first; it < min(n_it, (blk + 1) * sb); it += np) {
           const int kb = it - blk * sb;
           if (g >= st) vc_mbar_wait(empty + 8 * s, phase ^ 1);
+          if (x3) {
+            /* dy in fp32 (wr_consume_split's layout): 16-byte chunk q16 of each consumer's 256
+             * bytes of rows r16 + 8 h, a row's 256 bytes one half-warp's copy */
+#pragma unroll
+            for (int h = 0; h < 8; h++) {
+              const int row = r16 + 8 * h;
+              const int32_t o = wr_idx[half][0][kb * WR_BK + row];
+              const uint64_t o_at = (uint64_t)(uint32_t)max(o, 0) * dy_pitch;
+#pragma unroll
+              for (int w = 0; w < 2; w++)
+                if (w == 0 || u.co2) /* a tile of 64 output channels: the second consumer's rows are not read */
+                  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
+                                   sA + s * a_tile + w * 16384 + row * 256 + ((q16 ^ r16) << 4)),
+                               "l"(dy + o_at + (64 * w < co_left ? dy_off + 256 * w : 0)),
+                               "r"(o >= 0 && 64 * w < co_left ? 16 : 0));
+            }
+          }
           int32_t o4[4], i4[4];
 #pragma unroll
           for (int h = 0; h < 4; h++) {
-            o4[h] = wr_idx[half][0][kb * WR_BK + k0 + 16 * h];
+            if (!x3) o4[h] = wr_idx[half][0][kb * WR_BK + k0 + 16 * h];
             i4[h] = wr_idx[half][1][kb * WR_BK + k0 + 16 * h];
           }
 #pragma unroll
           for (int h = 0; h < 4; h++) {
             const uint32_t off = vc_sw(128, k0 + 16 * h, q);
-            const bool valid = o4[h] >= 0; /* pairs past the chunk arrive as -1: zero rows */
-            const uint64_t o_at = (uint64_t)(uint32_t)max(o4[h], 0) * dy_pitch;
+            const bool valid = i4[h] >= 0; /* pairs past the chunk arrive as (-1, -1): zero rows */
             const uint64_t i_at = (uint64_t)(uint32_t)max(i4[h], 0) * x_pitch;
-#pragma unroll
-            for (int e = 0; e < nh; e++) { /* the hi (or only) half, then the lo */
+            if (!x3) {
+              const uint64_t o_at = (uint64_t)(uint32_t)max(o4[h], 0) * dy_pitch;
 #pragma unroll
               for (int w = 0; w < 2; w++)
                 if (w == 0 || u.co2) /* a tile of 64 output channels: the second atom is not read */
-                  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
-                                   sA + s * a_tile + e * a_half + w * HP_ATOM + off),
-                               "l"((e ? dy_lo : dy) + o_at + (64 * w < co_left ? dy_off + 128 * w : 0)),
+                  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sA + s * a_tile + w * HP_ATOM + off),
+                               "l"(dy + o_at + (64 * w < co_left ? dy_off + 128 * w : 0)),
                                "r"(valid && 64 * w < co_left ? 16 : 0));
+            }
+#pragma unroll
+            for (int e = 0; e < nh; e++) { /* x's hi (or only) half, then the lo */
 #pragma unroll
               for (int v = 0; v < bn / 64; v++)
                 asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
@@ -392,10 +523,12 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
 #pragma unroll
       for (int j = 0; j < bn / 2; j++) acc[j] = 0.0f;
       const uint32_t never = 0u;
-      hp_consume(acc, ring, pos, u.n_it, st, a_tile, b_tile, 128, cw * HP_ATOM, bn, dt, HP_MNMN, idle ? 1u : 0u, &never,
-                 1, idle ? 1 << 30 : 1, 0, x3 ? a_half : 0u, x3 ? b_half : 0u, sums, cs, cw);
+      if (x3) wr_consume_split(acc, ring, pos, u.n_it, st, a_tile, b_tile, cw, bn, (uint32_t)b_half, idle);
+      else
+        hp_consume(acc, ring, pos, u.n_it, st, a_tile, b_tile, 128, cw * HP_ATOM, bn, dt, HP_MNMN, idle ? 1u : 0u,
+                   &never, 1, idle ? 1 << 30 : 1, 0, sums, cs, cw);
       if (sums) wr_col_store(p, col_sums, cs, u.chunk, m0 + 64 * cw);
-      /* the fragment: row = output channel, column = input channel */
+      /* the fragment: row = output channel (wr_co_row), column = input channel (of the launch's, from col0) */
       if (form == WR_ADD) {
         /* The tile goes through shared memory (the ring: free once both consumers' wgmma
          * have retired, as this form's CTAs run one unit) as bn / 32 boxes of 64 rows x 32
@@ -409,7 +542,7 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
         for (int j = 0; j < bn / 8; j++)
 #pragma unroll
           for (int h = 0; h < 2; h++) {
-            const int row = warp * 16 + (lane >> 2) + 8 * h;
+            const int row = wr_co_row(x3, warp, lane, h);
             const uint32_t at = stg + j / 4 * 8192 + vc_sw(128, row, 2 * (j % 4) + ((lane & 3) >> 1)) + (lane & 1) * 8;
             asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at), "f"(acc[4 * j + 2 * h]),
                          "f"(acc[4 * j + 2 * h + 1])
@@ -420,7 +553,7 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
         else vc_named_barrier(5, 128);
         if ((threadIdx.x & 127) == 0 && m0 + 64 * cw < p.co) {
           for (int b = 0; b < bn / 32 && n0 + 32 * b < p.ci; b++)
-            vc_tma_reduce_add_3d(dmap, (int)n0 + 32 * b, u.r, (int)m0 + 64 * cw, stg + b * 8192);
+            vc_tma_reduce_add_3d(dmap, (int)n0 + p.col0 + 32 * b, u.r, (int)m0 + 64 * cw, stg + b * 8192);
           vc_bulk_commit_wait_read();
         }
       } else if (form == WR_DIRECT && !x3) {
@@ -431,7 +564,7 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
          * store: the L2's request rate bound the kernel, 104 against 69 us at suite S RES
          * 16; bench/NOTES.md, session 25.)
          * ci % 8 == 0: a lane's 8 columns are all inside or all past the end. */
-        const int64_t base = (int64_t)u.r * p.ci;
+        const int64_t base = (int64_t)u.r * p.out_ld + p.col0;
         const int q4 = lane & 3;
 #pragma unroll
         for (int g = 0; g < bn / 32; g++)
@@ -442,7 +575,7 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
             for (int jj = 0; jj < 4; jj++)
               w[jj] = vc_pack2(dt, acc[4 * (4 * g + jj) + 2 * h], acc[4 * (4 * g + jj) + 2 * h + 1]);
             hp_quad_transpose(w, q4);
-            const int64_t co = m0 + cw * 64 + warp * 16 + (lane >> 2) + 8 * h, ci = n0 + 32 * g + 8 * q4;
+            const int64_t co = m0 + cw * 64 + wr_co_row(false, warp, lane, h), ci = n0 + 32 * g + 8 * q4;
             if (co < p.co && ci < p.ci)
               *(uint4 *)((uint16_t *)out + base + co * kci + ci) = make_uint4(w[0], w[1], w[2], w[3]);
           }
@@ -451,7 +584,7 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
          * fragment's 8-column groups 2 g and 2 g + 1, so an even lane holds 4 consecutive
          * columns of group 2 g and an odd one of group 2 g + 1: 16-byte stores, a row's 64
          * bytes in one request (as above). */
-        const int64_t base = (form == WR_DIRECT ? 0 : u.chunk * p.co * kci) + (int64_t)u.r * p.ci;
+        const int64_t base = (form == WR_DIRECT ? 0 : u.chunk * p.co * kci) + (int64_t)u.r * p.out_ld + p.col0;
         const int q4 = lane & 3, odd = q4 & 1;
 #pragma unroll
         for (int g = 0; g < bn / 16; g++)
@@ -460,7 +593,7 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
             const float a0 = acc[8 * g + 2 * h], a1 = acc[8 * g + 2 * h + 1]; /* column 16 g + 2 q4, + 1 */
             const float b0 = acc[8 * g + 4 + 2 * h], b1 = acc[8 * g + 4 + 2 * h + 1]; /* 16 g + 8 + 2 q4, + 1 */
             const float r0 = __shfl_xor_sync(~0u, odd ? a0 : b0, 1), r1 = __shfl_xor_sync(~0u, odd ? a1 : b1, 1);
-            const int64_t co = m0 + cw * 64 + warp * 16 + (lane >> 2) + 8 * h;
+            const int64_t co = m0 + cw * 64 + wr_co_row(x3, warp, lane, h);
             const int64_t ci = n0 + 16 * g + 8 * odd + 2 * (q4 & 2); /* even: 16 g + 2 q4; odd: 16 g + 8 + 2 (q4 - 1) */
             if (co < p.co && ci < p.ci) /* ci % 8 == 0: the 4 columns are all inside or all past the end */
               *(float4 *)((float *)out + base + co * kci + ci) =
@@ -520,7 +653,25 @@ static const wr_kernel wr_kernels[2][3][3] = {{WR_ROW(_, 64), WR_ROW(_, 128), {k
 typedef struct wr_shape {
   int v, add, x3, rows;
   int64_t nsplit, blocks;
+  int64_t wci; /* input channels a launch (x3: a slice of x split at a time; else all) */
 } wr_shape;
+
+/* tf32 splits x a slice of its columns at a time into the workspace, the slices wci wide
+ * (whole tiles; the last may be narrower) and one launch each, so that a slice's split is
+ * at most WR_SPLIT_SHARE of the output tensor dy: the workspace then stays within dy's
+ * bytes with the plan (suite S: 0.2 of them) beside it. Where x has no more columns than a
+ * tile, one launch. */
+#define WR_SPLIT_SHARE 0.5
+static int64_t wr_slice_width(const vc_plan *p, const vc_conv_args *a, int bn) {
+  const int64_t ci = a->in_channels, tiles = (ci + bn - 1) / bn;
+  const double whole = 4.0 * (double)p->n_in * (double)ci;
+  const double share = WR_SPLIT_SHARE * 4.0 * (double)p->n_out * (double)a->out_channels;
+  int64_t ns = share > 0.0 ? (int64_t)ceil(whole / share) : tiles;
+  if (ns < 1) ns = 1;
+  if (ns > tiles) ns = tiles;
+  const int64_t w = (tiles + ns - 1) / ns * bn;
+  return w < ci ? w : ci;
+}
 
 static wr_shape wr_shape_form(const vc_plan *p, const vc_conv_args *a, const bool rows) {
   wr_shape sh;
@@ -531,14 +682,15 @@ static wr_shape wr_shape_form(const vc_plan *p, const vc_conv_args *a, const boo
   sh.x3 = a->dtype == VC_DTYPE_F32;
   if (sh.x3 && sh.v > 1) sh.v = 1;
   sh.rows = rows;
-  const int64_t tiles = (co + WR_BM - 1) / WR_BM * ((ci + wr_bn[sh.v] - 1) / wr_bn[sh.v]);
+  sh.wci = sh.x3 ? wr_slice_width(p, a, wr_bn[sh.v]) : ci;
+  const int64_t tiles = (co + WR_BM - 1) / WR_BM * ((sh.wci + wr_bn[sh.v] - 1) / wr_bn[sh.v]); /* a launch's */
   const int64_t kt = K * tiles; /* CTAs a chunk */
   const int64_t s_min = rows ? (nb + WR_LIVE_MAX - 1) / WR_LIVE_MAX : 1;
   int64_t s = cs->masked_split;
   if (!s) {
     s = (WR_UNITS_PER_SM * cs->n_sm + kt - 1) / kt;
-    /* the rows a launch reads: 16-bit, or tf32's hi and lo halves */
-    const double bytes = (double)(p->n_in * ci + p->n_out * co) * (double)vc_dtype_size(a->dtype);
+    /* the rows a launch reads: 16-bit, or tf32's fp32 dy and x slice's hi and lo halves */
+    const double bytes = (double)(p->n_in * sh.wci + p->n_out * co) * (double)vc_dtype_size(a->dtype);
     const double in_flight = (double)cs->n_sm / (double)kt + 1.0; /* chunk positions */
     const double s_l2 = ceil(2.0 * bytes * in_flight / (double)(cs->l2_bytes > 0 ? cs->l2_bytes : 1));
     /* Where the CTAs alone need one chunk, the direct form (no fp32 dW to zero, add into
@@ -575,15 +727,16 @@ static wr_shape wr_shape_of(const vc_plan *p, const vc_conv_args *a, int variant
 static bool wr_direct(const wr_shape &sh) { return !sh.add && sh.nsplit == 1 && sh.blocks > 0; }
 
 /* The workspace: the fp32 dW (16-bit add; tf32's adds go into dW itself) or the slices (none
- * for the direct form), tf32's bf16 split of dy and x, then the bias gradient's partials. */
+ * for the direct form), tf32's bf16 split of a slice of x, then the bias gradient's
+ * partials. */
 static int64_t wr_slices(const wr_shape &sh) { return sh.add ? (sh.x3 ? 0 : 1) : wr_direct(sh) ? 0 : sh.nsplit; }
 static size_t wr_part_bytes(const vc_plan *p, const vc_conv_args *a, const wr_shape &sh) {
   return (size_t)vc_round_up(wr_slices(sh) * a->out_channels * p->kvol * a->in_channels * 4, 256);
 }
 /* Bytes of one tensor's split (n rows of c hi values, then n of lo) */
 static int64_t wr_split_bytes(int64_t n, int64_t c) { return vc_round_up(2 * n * c * 2, 256); }
-static size_t wr_splits_bytes(const vc_plan *p, const vc_conv_args *a, const wr_shape &sh) {
-  return !sh.x3 ? 0 : (size_t)(wr_split_bytes(p->n_out, a->out_channels) + wr_split_bytes(p->n_in, a->in_channels));
+static size_t wr_splits_bytes(const vc_plan *p, const wr_shape &sh) {
+  return !sh.x3 ? 0 : (size_t)wr_split_bytes(p->n_in, sh.wci);
 }
 
 /* Rows a chunk may hold for the kernel's bias-gradient sums: they add up in fp32 (the mma's
@@ -598,9 +751,9 @@ static size_t wr_splits_bytes(const vc_plan *p, const vc_conv_args *a, const wr_
  * vc_cuda_wgrad_finish adds in a fixed order; it saves a pass over dy from DRAM
  * (column_partials, 2-3 % of a training step at suite S RES 256-1024, whose chunks hold at
  * most 17 k rows). db is then repeatable run to run but depends on S, unlike the pass's
- * (a function of the row count). tf32 keeps the pass: its stages hold dy split in two bf16
- * halves, 16 of its 24 bits; so does a single chunk of more rows (the direct form at C =
- * 1024, a deterministic context's few slices). */
+ * (a function of the row count). tf32 keeps the pass: its stages hold dy in fp32, which the
+ * sums' 16-bit mma does not read; so does a single chunk of more rows (the direct form at
+ * C = 1024, a deterministic context's few slices). */
 static bool wr_fused_sums(const vc_plan *p, const wr_shape &sh) {
   const int64_t chunk_rows = ((p->n_out + VC_PAIR_ROWS - 1) / VC_PAIR_ROWS + sh.nsplit - 1) / sh.nsplit * VC_PAIR_ROWS;
   return !sh.x3 && sh.blocks > 0 && p->desc.kind == VC_CONV_SUBMANIFOLD && p->n_in == p->n_out &&
@@ -615,33 +768,30 @@ static size_t wr_sums_bytes(const vc_plan *p, const vc_conv_args *a, const wr_sh
 
 size_t vc_cuda_masked_wgrad_workspace(const vc_plan *p, const vc_conv_args *a, int variant) {
   const wr_shape sh = wr_shape_of(p, a, variant);
-  return wr_part_bytes(p, a, sh) + wr_splits_bytes(p, a, sh) + wr_sums_bytes(p, a, sh);
+  return wr_part_bytes(p, a, sh) + wr_splits_bytes(p, sh) + wr_sums_bytes(p, a, sh);
 }
 
-/* dst[0, n) = the bf16 hi parts of src's n values, dst[n, 2n) the lo parts (the tf32
- * split); n % 4 == 0, both 16-byte aligned. hi truncates, so a finite value never rounds
- * to infinity, and v - hi is exact; an infinite v's lo is 0 (not inf - inf), a NaN's lo
- * NaN. */
-__global__ static void k_wr_split(const float *src, int64_t n, __nv_bfloat16 *dst) {
-  const int64_t step = 4 * (int64_t)gridDim.x * blockDim.x;
-  for (int64_t i = 4 * ((int64_t)blockIdx.x * blockDim.x + threadIdx.x); i < n; i += step) {
-    const float4 v = *(const float4 *)(src + i);
-    const float f[4] = {v.x, v.y, v.z, v.w};
-    __align__(8) __nv_bfloat16 hi[4], lo[4];
-#pragma unroll
-    for (int e = 0; e < 4; e++) {
-      hi[e] = __float2bfloat16_rz(f[e]);
-      lo[e] = __float2bfloat16_rn(isinf(f[e]) ? 0.0f : f[e] - __bfloat162float(hi[e]));
+/* The tf32 split of columns c0 .. c0 + w - 1 of src's n rows (ld values apart): dst's rows
+ * [0, n) of w values are their bf16 hi parts, rows [n, 2 n) their lo parts (wr_split2);
+ * w, c0 and ld multiples of 4, src and dst 16-byte aligned. A warp a row. */
+__global__ static void k_wr_split(const float *src, int64_t n, int64_t ld, int64_t c0, int w, __nv_bfloat16 *dst) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = (int64_t)gridDim.x * (blockDim.x >> 5);
+  for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < n; r += warps)
+    for (int c = 4 * lane; c < w; c += 128) {
+      const float4 v = *(const float4 *)(src + r * ld + c0 + c);
+      uint32_t hi[2], lo[2];
+      wr_split2(v.x, v.y, hi[0], lo[0]);
+      wr_split2(v.z, v.w, hi[1], lo[1]);
+      *(uint2 *)(dst + r * w + c) = make_uint2(hi[0], hi[1]);
+      *(uint2 *)(dst + (n + r) * w + c) = make_uint2(lo[0], lo[1]);
     }
-    *(uint2 *)(dst + i) = *(const uint2 *)hi;
-    *(uint2 *)(dst + n + i) = *(const uint2 *)lo;
-  }
 }
 
 /* The fp32 dW [co][K][ci] of the add form as dims {ci, K, co}: box {32, 1, 64}, one
  * consumer's 64 rows of 32 columns, 128-byte swizzled. */
-static vc_status wr_dw_map(vc_context *ctx, const imp_args &q, float *dw, CUtensorMap *map) {
-  const cuuint64_t dims[3] = {(cuuint64_t)q.ci, (cuuint64_t)q.K, (cuuint64_t)q.co};
+static vc_status wr_dw_map(vc_context *ctx, const imp_args &q, int64_t ci, float *dw, CUtensorMap *map) {
+  const cuuint64_t dims[3] = {(cuuint64_t)ci, (cuuint64_t)q.K, (cuuint64_t)q.co};
   const cuuint64_t strides[2] = {dims[0] * 4, dims[0] * dims[1] * 4};
   const cuuint32_t box[3] = {32, 1, 64};
   return vc_cuda_tensor_map_3d(ctx, map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, dw, dims, strides, box,
@@ -658,13 +808,7 @@ vc_status vc_cuda_masked_wgrad_run(vc_context *ctx, const vc_plan *p, const vc_c
   char *splits = (char *)ws + wr_part_bytes(p, a, sh);
   q.nsplit = (int)sh.nsplit;
   q.rows = p->n_out;
-  if (sh.x3 && sh.blocks > 0) { /* tf32: dy and x as bf16 hi and lo rows */
-    const int64_t n_dy = p->n_out * q.co, n_x = p->n_in * q.ci;
-    __nv_bfloat16 *dy2 = (__nv_bfloat16 *)splits, *x2 = (__nv_bfloat16 *)(splits + wr_split_bytes(p->n_out, q.co));
-    k_wr_split<<<vc_grid(n_dy / 4), 256, 0, s>>>((const float *)args.a_src, n_dy, dy2);
-    k_wr_split<<<vc_grid(n_x / 4), 256, 0, s>>>((const float *)args.b_src, n_x, x2);
-    q.a_src = dy2, q.b_src = x2, q.a_lo = dy2 + n_dy, q.b_lo = x2 + n_x;
-  }
+  q.out_ld = q.ci, q.col0 = 0; /* dW's rows hold all input channels; a launch's start at col0 */
   /* One chunk: the kernel writes dW itself (at C = 1024 the fp32 slice and its conversion
    * were ~80 us a layer, 20 % of RES 16's training step). No pairs: one zeroed slice. The
    * add form's sums: tf32's dW, else an fp32 dW in the workspace. */
@@ -676,10 +820,10 @@ vc_status vc_cuda_masked_wgrad_run(vc_context *ctx, const vc_plan *p, const vc_c
   CUtensorMap dmap;
   memset(&dmap, 0, sizeof dmap); /* unread by the slices form */
   if (sh.add && sh.blocks > 0) {
-    const vc_status e = wr_dw_map(ctx, q, sums, &dmap);
+    const vc_status e = wr_dw_map(ctx, q, args.ci, sums, &dmap);
     if (e != VC_OK) return e;
   }
-  void *tmp = splits + wr_splits_bytes(p, a, sh); /* the bias gradient's partials */
+  void *tmp = splits + wr_splits_bytes(p, sh); /* the bias gradient's partials */
   const bool fuse = db && wr_fused_sums(p, sh);
   /* The slices and direct forms of pairs with short units: one CTA a multiprocessor walks
    * the units (wr_body). Units of WR_PERSIST_STAGES stages or fewer on average (suite S RES
@@ -688,12 +832,23 @@ vc_status vc_cuda_masked_wgrad_run(vc_context *ctx, const vc_plan *p, const vc_c
    * / 223, RES 64 776 / 728; tf32 RES 16 144 / 164, RES 32 477 / 488; bench/NOTES.md,
    * session 25). */
   const bool walk = !sh.add && !sh.rows && p->n_pairs <= (int64_t)WR_PERSIST_STAGES * WR_BK * p->kvol * sh.nsplit;
-  const int64_t grid = walk && sh.blocks > vc_cuda(ctx)->n_sm ? vc_cuda(ctx)->n_sm : sh.blocks;
-  if (sh.blocks > 0)
+  /* A launch a slice of the input channels (tf32: wr_slice_width; 16-bit: all of them), its
+   * units those of the slice's tiles (a narrower last slice has fewer; the rows form's CTA
+   * runs exactly one). */
+  for (int64_t c0 = 0; sh.blocks > 0 && c0 < args.ci; c0 += sh.wci) {
+    q.col0 = (int)c0, q.ci = args.ci - c0 < sh.wci ? args.ci - c0 : sh.wci;
+    const int64_t units = sh.blocks / ((sh.wci + bn - 1) / bn) * ((q.ci + bn - 1) / bn);
+    const int64_t grid = walk && units > vc_cuda(ctx)->n_sm ? vc_cuda(ctx)->n_sm : units;
+    if (sh.x3) { /* x's slice as bf16 hi and lo rows; dy's fp32 rows are split in the kernel */
+      __nv_bfloat16 *x2 = (__nv_bfloat16 *)splits;
+      k_wr_split<<<vc_grid(p->n_in * 32), 256, 0, s>>>((const float *)args.b_src, p->n_in, args.ci, c0, (int)q.ci, x2);
+      q.b_src = x2, q.b_lo = x2 + p->n_in * q.ci;
+    }
     wr_kernels[sh.rows][sh.v][vc_cuda_dt_index(a->dtype)]<<<(unsigned)grid, HP_THREADS(HP_NP(bn)),
                                                             WR_SMEM(bn, sh.x3), s>>>(q, dmap, direct ? dw : sums, form,
                                                                                      fuse ? (double *)tmp : NULL,
                                                                                      (int)((p->kvol - 1) / 2));
+  }
   vc_cuda_wgrad_finish(dw, a->dtype, part, nsl, n, db, args.a_src, p->n_out, q.co, tmp, fuse ? sh.nsplit : 0, s);
   VC_CUDA_TRY(ctx, cudaGetLastError());
   if (fuse) __atomic_fetch_add(&vc_cuda(ctx)->wgrad_sums_runs, 1, __ATOMIC_RELAXED);

@@ -119,4 +119,13 @@ VC_WGMMA_(vc_wgmma_n64_tf32_rk, 64, "k8.f32.tf32.tf32", "", const uint32_t a[4],
 VC_WGMMA_(vc_wgmma_n128_tf32_rk, 128, "k8.f32.tf32.tf32", "", const uint32_t a[4], VC_WGMMA_A_REGS,
           "{%64, %65, %66, %67}, %68", "%69")
 
+/* m64nNk16 bf16 (N = 64, 128) with A from registers and B MN-major in shared memory (the
+ * transpose immediate 1; B's descriptor vc_wgmma_desc_mn): a[v] of warp w, lane l packs A's
+ * elements (row 16 w + l / 4 + 8 (v & 1), k 2 (l % 4) + 8 (v >> 1)) and k + 1, the lower k
+ * in the low half. The same rules for writing the registers as above. */
+VC_WGMMA_(vc_wgmma_n64_bf16_rmn, 64, "k16.f32.bf16.bf16", ", 1", const uint32_t a[4], VC_WGMMA_A_REGS,
+          "{%32, %33, %34, %35}, %36", "%37")
+VC_WGMMA_(vc_wgmma_n128_bf16_rmn, 128, "k16.f32.bf16.bf16", ", 1", const uint32_t a[4], VC_WGMMA_A_REGS,
+          "{%64, %65, %66, %67}, %68", "%69")
+
 #endif
