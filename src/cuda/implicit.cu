@@ -396,8 +396,8 @@ extern "C" size_t vc_cuda_implicit_workspace(const vc_plan *p, const vc_conv_arg
   const size_t narrow = vc_cuda_narrow_workspace(p, imp_shape(p, a, pass));
   if (narrow > own) own = narrow;
   /* masked's forward and dgrad hold split partials where they split (and the row tiles' tf32
-   * dgrad its transposed weight); its wgrad split slices (and tf32's its bf16 split of x and
-   * dy) */
+   * dgrad its transposed weight); its wgrad split slices (and tf32's the bf16 split of a
+   * slice of x's columns) */
   const bool masked = a->algo == VC_ALGO_MASKED && vc_cuda(p->ctx)->masked && vc_cuda_masked_kernels(a);
   const size_t masked_ws = !masked                              ? 0
                            : pass == VC_PASS_BACKWARD_WEIGHT ? vc_cuda_masked_wgrad_workspace(p, a, variant)

@@ -124,9 +124,10 @@ step_memcheck() { sanitize memcheck --leak-check full; }
 # racecheck reports two kinds of hazards that are not races (bench/NOTES.md, sessions 13 and
 # 31), so this step fails on them: inside cuBLAS's kernels (the explicit algorithm's GEMMs;
 # excluding them made the sanitizer fail at a cuBLAS launch), and in the Hopper wgrad's
-# kernels (k_wr_*) between the consumer lanes' reads of a ring slot for the bias gradient
-# and the producers' next copies into it, ordered by a barrier before the warp's lane 0
-# hands the slot back, an edge the tool does not credit. Any other report is a finding.
+# kernels (k_wr_*) between the consumer lanes' reads of a ring slot (the bias gradient's,
+# and tf32's A operand loaded into registers: ring.cuh's hp_slot_back) and the producers'
+# next copies into it, ordered by a barrier before the warp's lane 0 hands the slot back,
+# an edge the tool does not credit. Any other report is a finding.
 step_racecheck() { sanitize racecheck; }
 
 step_torch() {

@@ -466,18 +466,12 @@ __device__ static __forceinline__ void mk_consume_swapped(float *acc, const hp_r
       for (int kk = 0; kk < 4; kk++)
         if (n == 64) vc_wgmma_n64_tf32_rk(acc + 64 * b, a[kk], db + (uint32_t)(kk * 2));
         else vc_wgmma_n128_tf32_rk(acc + 64 * b, a[kk], db + (uint32_t)(kk * 2));
-      vc_wgmma_commit();
-      VC_WGMMA_WAIT(1); /* block 0: the previous stage's last group has retired, its slot goes back */
-      if (b == 0 && prev >= 0 && lane == 0) vc_mbar_arrive(r.empty + 8 * prev);
+      hp_group_retire(r, prev, b == 0);
     }
     prev = s;
     if (++s == st) s = 0, phase ^= 1;
   }
-  VC_WGMMA_WAIT(0);
-  if (prev >= 0 && lane == 0) vc_mbar_arrive(r.empty + 8 * prev);
-#pragma unroll
-  for (int i = 0; i < 128; i++) vc_reg_fence(acc[i]);
-  pos.s = s, pos.phase = phase;
+  hp_walk_end(acc, 128, r, prev, s, phase, pos);
 }
 #endif
 

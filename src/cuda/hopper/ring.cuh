@@ -163,6 +163,35 @@ __device__ static __forceinline__ void hp_sums_bar(int cw) {
   else vc_named_barrier(5, 128);
 }
 
+/* The register-A consumers' ring protocol (masked.cu's mk_consume_swapped, wgrad.cu's
+ * wr_consume_split: a stage is several wgmma groups, one in flight): commits the group just
+ * issued and waits until only it is pending; where it is its stage's first group, the
+ * previous stage's slot (prev; -1: none), whose last group has then retired, goes back.
+ * Each warp's lane 0 hands it back for its warp: every lane's ld.shared of the slot fed
+ * the warp's wgmma (.sync.aligned, all lanes) that were issued before, so the loads are
+ * done. compute-sanitizer's racecheck does not credit that edge (nor a __syncwarp's, as
+ * hp_sums_bar says) and reports the loads against the producers' next copies. A
+ * __syncwarp here made the tf32 wgrad 11 % slower (suite S RES 64; bench/NOTES.md, session
+ * 38). */
+__device__ static __forceinline__ void hp_slot_back(const hp_ring &r, int slot) {
+  if ((threadIdx.x & 31) == 0) vc_mbar_arrive(r.empty + 8 * slot);
+}
+__device__ static __forceinline__ void hp_group_retire(const hp_ring &r, int prev, bool first) {
+  vc_wgmma_commit();
+  VC_WGMMA_WAIT(1);
+  if (first && prev >= 0) hp_slot_back(r, prev);
+}
+/* Their walk's end: no wgmma pending, the last slot read (prev) handed back, the n
+ * accumulators fenced, the ring position (s, phase) kept for the next unit. */
+__device__ static __forceinline__ void hp_walk_end(float *acc, int n, const hp_ring &r, int prev, int s, int phase,
+                                                   hp_pos &pos) {
+  VC_WGMMA_WAIT(0);
+  if (prev >= 0) hp_slot_back(r, prev);
+#pragma unroll
+  for (int i = 0; i < n; i++) vc_reg_fence(acc[i]);
+  pos.s = s, pos.phase = phase;
+}
+
 /* The consumers' main loop over n_it stages: consumer warpgroup cw multiplies its A rows
  * (a_off bytes into the A tile) by the whole B tile into acc, kb / 32 K steps a stage (kb:
  * the stage's bytes of reduction values a row, as above), keeps one wgmma group in

@@ -29,7 +29,8 @@
  *
  * The gathered rows are contiguous along the channels, so both wgmma operands are
  * MN-major: a stage row is one pair's 64 channels (128 bytes, 128-byte swizzled), and the
- * tiles are 64-channel atoms of 64 rows. The warp roles and the stage ring are ring.cuh's:
+ * tiles are 64-channel atoms of 64 rows (tf32's A, dy, reaches the wgmma through
+ * registers instead: below). The warp roles and the stage ring are ring.cuh's:
  * producer warpgroups (each taking every np-th stage) gather with cp.async (no TMA: both
  * operands are gathers), two consumer warpgroups issue m64nBNk16 wgmma over 64 output
  * channels each (one, where a layer has at most 64).
@@ -73,9 +74,9 @@
 #if WR_BK != VC_ORDER_BLOCK
 #error "the rows form's stage is one block of the order"
 #endif
-/* A stage: 64 pairs x 128 output channels of dy, two atoms (x3, tf32: 64 pairs x 128
- * channels in fp32, the same 32 KB, wr_consume_split's layout), and x bn input channels
- * (x3: the hi atoms, then the lo ones). */
+/* A stage: 64 pairs x 128 output channels of dy, two atoms (x3, tf32: the same pairs and
+ * channels in fp32, 32 KB, wr_consume_split's layout), and x bn input channels (x3: the hi
+ * atoms, then the lo ones). */
 #define WR_NH(x3) ((x3) ? 2 : 1)
 #define WR_A_TILE(x3) (WR_NH(x3) * 2 * HP_ATOM)
 #define WR_B_TILE(bn, x3) (WR_NH(x3) * (bn) / 64 * HP_ATOM)
@@ -315,18 +316,12 @@ __device__ static __forceinline__ void wr_consume_split(float *acc, const hp_rin
         vc_wgmma_n128_bf16_rmn(acc, hi, dk + (b_lo >> 4));
         vc_wgmma_n128_bf16_rmn(acc, lo, dk);
       }
-      vc_wgmma_commit();
-      VC_WGMMA_WAIT(1); /* step 0: the previous stage's last group has retired, its slot goes back */
-      if (k == 0 && prev >= 0 && lane == 0) vc_mbar_arrive(r.empty + 8 * prev);
+      hp_group_retire(r, prev, k == 0);
     }
     prev = s;
     if (++s == st) s = 0, phase ^= 1;
   }
-  VC_WGMMA_WAIT(0);
-  if (prev >= 0 && lane == 0) vc_mbar_arrive(r.empty + 8 * prev);
-#pragma unroll
-  for (int i = 0; i < bn / 2; i++) vc_reg_fence(acc[i]);
-  pos.s = s, pos.phase = phase;
+  hp_walk_end(acc, bn / 2, r, prev, s, phase, pos);
 }
 #endif
 
@@ -507,8 +502,9 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
     for (int64_t i = 0, upos; (!rows || i < 1) && (upos = wr_pos(i, units)) >= 0; i++) { /* rows: one unit */
       const wr_unit u = wr_unit_at(p, upos, n_ci_t, n_co_t, bn, wr_rk, rows, rows_n_it);
       /* Consumer 1 of a tile whose output channels end within its first 64 (the last tile
-       * where co % 128 is 1 to 64 and co > 128, e.g. 160 or 192) skips every wgmma (one
-       * offset, never live, that never ends): its rows are zeros. */
+       * where co % 128 is 1 to 64 and co > 128, e.g. 160 or 192) skips every wgmma
+       * (hp_consume: one offset, never live, that never ends; wr_consume_split: idle): its
+       * rows are zeros. */
       const bool idle = cw == 1 && !u.co2;
       /* The bias gradient (col_sums): the units of the offset that pairs each row with
        * itself (centre), first input-channel tile, also add up their dy tiles. */
@@ -657,20 +653,20 @@ typedef struct wr_shape {
 } wr_shape;
 
 /* tf32 splits x a slice of its columns at a time into the workspace, the slices wci wide
- * (whole tiles; the last may be narrower) and one launch each, so that a slice's split is
- * at most WR_SPLIT_SHARE of the output tensor dy: the workspace then stays within dy's
- * bytes with the plan (suite S: 0.2 of them) beside it. Where x has no more columns than a
- * tile, one launch. */
+ * and one launch each: as many whole tiles as keep a slice's split (4 bytes a value) within
+ * WR_SPLIT_SHARE of the output tensor dy, at least one; the last slice may be narrower. The
+ * workspace then stays within dy's bytes with the plan (suite S: 0.2 of them) beside it,
+ * except where a single tile's split is already more than the share (x with many more rows
+ * than dy, or dy with few channels). */
 #define WR_SPLIT_SHARE 0.5
 static int64_t wr_slice_width(const vc_plan *p, const vc_conv_args *a, int bn) {
   const int64_t ci = a->in_channels, tiles = (ci + bn - 1) / bn;
-  const double whole = 4.0 * (double)p->n_in * (double)ci;
   const double share = WR_SPLIT_SHARE * 4.0 * (double)p->n_out * (double)a->out_channels;
-  int64_t ns = share > 0.0 ? (int64_t)ceil(whole / share) : tiles;
-  if (ns < 1) ns = 1;
-  if (ns > tiles) ns = tiles;
-  const int64_t w = (tiles + ns - 1) / ns * bn;
-  return w < ci ? w : ci;
+  const double tile = 4.0 * (double)p->n_in * (double)bn; /* one tile's split */
+  int64_t per = tile > 0.0 ? (int64_t)floor(share / tile) : tiles;
+  if (per < 1) per = 1;
+  if (per > tiles) per = tiles;
+  return per * bn < ci ? per * bn : ci;
 }
 
 static wr_shape wr_shape_form(const vc_plan *p, const vc_conv_args *a, const bool rows) {

@@ -1,6 +1,6 @@
 /* wgmma.cuh — Hopper warpgroup MMA (sm_90a): asynchronous D += A * B with both operands in
- * shared memory, described by 64-bit matrix descriptors (or A in registers: the _rk
- * wrappers at the end); fp32 accumulators in registers.
+ * shared memory, described by 64-bit matrix descriptors (or A in registers: the _rk and
+ * _rmn wrappers at the end); fp32 accumulators in registers.
  *
  * Operand tiles here use the 128-byte swizzle: a row holds 128 bytes (64 16-bit values or 32
  * tf32), 16-byte chunk q of row m sits at chunk q ^ (m % 8), groups of 8 rows are 1024 bytes
