@@ -163,29 +163,34 @@ __device__ static __forceinline__ void hp_sums_bar(int cw) {
   else vc_named_barrier(5, 128);
 }
 
-/* The register-A consumers' ring protocol (masked.cu's mk_consume_swapped, wgrad.cu's
- * wr_consume_split: a stage is several wgmma groups, one in flight): commits the group just
- * issued and waits until only it is pending; where it is its stage's first group, the
- * previous stage's slot (prev; -1: none), whose last group has then retired, goes back.
- * Each warp's lane 0 hands it back for its warp: every lane's ld.shared of the slot fed
- * the warp's wgmma (.sync.aligned, all lanes) that were issued before, so the loads are
- * done. compute-sanitizer's racecheck does not credit that edge (nor a __syncwarp's, as
- * hp_sums_bar says) and reports the loads against the producers' next copies. A
- * __syncwarp here made the tf32 wgrad 11 % slower (suite S RES 64; bench/NOTES.md, session
- * 38). */
+/* The consumers' ring protocol (hp_consume below; masked.cu's mk_consume_swapped and
+ * wgrad.cu's wr_consume_split, whose stages are several wgmma groups). A warp hands a slot
+ * back through its lane 0 (the barrier counts warps). The register-A consumers' other lanes
+ * read the slot with ld.shared, whose values fed the warp's wgmma (.sync.aligned, all
+ * lanes) issued before, so those loads are done; compute-sanitizer's racecheck does not
+ * credit that edge (nor a __syncwarp's, as hp_sums_bar says) and reports the loads against
+ * the producers' next copies. A __syncwarp here made the tf32 wgrad 11 % slower (suite S
+ * RES 64; bench/NOTES.md, session 38). */
 __device__ static __forceinline__ void hp_slot_back(const hp_ring &r, int slot) {
   if ((threadIdx.x & 31) == 0) vc_mbar_arrive(r.empty + 8 * slot);
 }
-__device__ static __forceinline__ void hp_group_retire(const hp_ring &r, int prev, bool first) {
+/* Commits the group just issued and waits until only it is pending; where it is its stage's
+ * first group, the previous stage's slot (prev; -1: none), whose last group has then
+ * retired, goes back (with sums, after the warpgroup's barrier: hp_sums_bar). */
+__device__ static __forceinline__ void hp_group_retire(const hp_ring &r, int prev, bool first, bool sums = false,
+                                                       int cw = 0) {
   vc_wgmma_commit();
   VC_WGMMA_WAIT(1);
+  if (sums) hp_sums_bar(cw);
   if (first && prev >= 0) hp_slot_back(r, prev);
 }
-/* Their walk's end: no wgmma pending, the last slot read (prev) handed back, the n
- * accumulators fenced, the ring position (s, phase) kept for the next unit. */
+/* A walk's end: no wgmma pending, the last slot read (prev) handed back (with sums, after
+ * the warpgroup's barrier), the n accumulators fenced, the ring position (s, phase) kept
+ * for the next unit. */
 __device__ static __forceinline__ void hp_walk_end(float *acc, int n, const hp_ring &r, int prev, int s, int phase,
-                                                   hp_pos &pos) {
+                                                   hp_pos &pos, bool sums = false, int cw = 0) {
   VC_WGMMA_WAIT(0);
+  if (sums) hp_sums_bar(cw);
   if (prev >= 0) hp_slot_back(r, prev);
 #pragma unroll
   for (int i = 0; i < n; i++) vc_reg_fence(acc[i]);
@@ -215,7 +220,6 @@ __device__ static __forceinline__ void hp_consume(float *acc, const hp_ring &r, 
                                                   int a_tile, int b_tile, int kb, uint32_t a_off, int bn, int dt, int layout,
                                                   uint32_t uni, const uint32_t *live, int nb, int nkc, int it0,
                                                   bool sums = false, float *cs = NULL, int cw = 0) {
-  const int lane = threadIdx.x & 31;
   /* Slot 0's descriptors; a descriptor's address field is linear (16-byte units, 14 bits
    * hold any shared address), so a slot's and a K step's are these plus their offsets:
    * no descriptor is built in the loop (it was half the consumers' instructions). K steps
@@ -253,10 +257,9 @@ __device__ static __forceinline__ void hp_consume(float *acc, const hp_ring &r, 
 #pragma unroll
         for (int kk = 0; kk < kb / 32; kk++) hp_mma(acc + bn / 2, bn, dt, layout, da + a_blk + kk * a_step, db + kk * b_step);
       }
-      vc_wgmma_commit();
-      VC_WGMMA_WAIT(1); /* the group of the previous issued stage has retired: its slot goes back */
-      if (sums) hp_sums_bar(cw); /* every lane's hp_col_sums reads of that slot, before lane 0 hands it back */
-      if (prev >= 0 && lane == 0) vc_mbar_arrive(r.empty + 8 * prev);
+      /* the group of the previous issued stage has retired: its slot goes back, after the
+       * barrier that orders every lane's hp_col_sums reads of it */
+      hp_group_retire(r, prev, true, sums, cw);
       /* after the hand-back: summed between the commit and the wait, the previous slot went
        * back that much later (ncu, suite S RES 256 / 512 / 1024 f16, an 8-mma version of
        * the sums: the wgrad 2.3 / 4.2 / 2.4 % slower than without them there, 1.6 / 3.4 /
@@ -266,21 +269,14 @@ __device__ static __forceinline__ void hp_consume(float *acc, const hp_ring &r, 
     } else {
       VC_WGMMA_WAIT(0);
       if (sums) hp_sums_bar(cw);
-      if (lane == 0) {
-        if (prev >= 0) vc_mbar_arrive(r.empty + 8 * prev);
-        vc_mbar_arrive(r.empty + 8 * s);
-      }
+      if (prev >= 0) hp_slot_back(r, prev);
+      hp_slot_back(r, s);
       prev = -1;
     }
     if (uni && ++kc == nkc) kc = 0, rem &= rem - 1;
     if (++s == st) s = 0, phase ^= 1;
   }
-  VC_WGMMA_WAIT(0);
-  if (sums) hp_sums_bar(cw);
-  if (prev >= 0 && lane == 0) vc_mbar_arrive(r.empty + 8 * prev);
-#pragma unroll
-  for (int i = 0; i < nb * bn / 2; i++) vc_reg_fence(acc[i]);
-  pos.s = s, pos.phase = phase;
+  hp_walk_end(acc, nb * bn / 2, r, prev, s, phase, pos, sums, cw);
 }
 /* For 16-byte stores of 16-bit values from a wgmma fragment (quad lane q holds columns
  * 8 j + 2 q, + 1 of a row): w[k] of quad lane q holds columns 8 k + 2 q, + 1 (packed);

@@ -278,7 +278,7 @@ __device__ static __forceinline__ void wr_consume_split(float *acc, const hp_rin
   for (int it = 0; it < n_it; it++) {
     vc_mbar_wait(r.full + 8 * s, phase);
     if (idle) {
-      if (lane == 0) vc_mbar_arrive(r.empty + 8 * s);
+      hp_slot_back(r, s);
       if (++s == st) s = 0, phase ^= 1;
       continue;
     }
@@ -669,6 +669,9 @@ static int64_t wr_slice_width(const vc_plan *p, const vc_conv_args *a, int bn) {
   return per * bn < ci ? per * bn : ci;
 }
 
+/* Tiles (work units of one offset's chunk) of co output and ci input channels */
+static int64_t wr_tiles(int64_t co, int64_t ci, int bn) { return (co + WR_BM - 1) / WR_BM * ((ci + bn - 1) / bn); }
+
 static wr_shape wr_shape_form(const vc_plan *p, const vc_conv_args *a, const bool rows) {
   wr_shape sh;
   const vc_cuda_state *cs = vc_cuda(p->ctx);
@@ -679,7 +682,7 @@ static wr_shape wr_shape_form(const vc_plan *p, const vc_conv_args *a, const boo
   if (sh.x3 && sh.v > 1) sh.v = 1;
   sh.rows = rows;
   sh.wci = sh.x3 ? wr_slice_width(p, a, wr_bn[sh.v]) : ci;
-  const int64_t tiles = (co + WR_BM - 1) / WR_BM * ((sh.wci + wr_bn[sh.v] - 1) / wr_bn[sh.v]); /* a launch's */
+  const int64_t tiles = wr_tiles(co, sh.wci, wr_bn[sh.v]); /* a launch's */
   const int64_t kt = K * tiles; /* CTAs a chunk */
   const int64_t s_min = rows ? (nb + WR_LIVE_MAX - 1) / WR_LIVE_MAX : 1;
   int64_t s = cs->masked_split;
@@ -804,7 +807,7 @@ vc_status vc_cuda_masked_wgrad_run(vc_context *ctx, const vc_plan *p, const vc_c
   char *splits = (char *)ws + wr_part_bytes(p, a, sh);
   q.nsplit = (int)sh.nsplit;
   q.rows = p->n_out;
-  q.out_ld = q.ci, q.col0 = 0; /* dW's rows hold all input channels; a launch's start at col0 */
+  q.out_ld = q.ci; /* dW's rows hold all input channels; a launch's start at col0 */
   /* One chunk: the kernel writes dW itself (at C = 1024 the fp32 slice and its conversion
    * were ~80 us a layer, 20 % of RES 16's training step). No pairs: one zeroed slice. The
    * add form's sums: tf32's dW, else an fp32 dW in the workspace. */
@@ -833,7 +836,7 @@ vc_status vc_cuda_masked_wgrad_run(vc_context *ctx, const vc_plan *p, const vc_c
    * runs exactly one). */
   for (int64_t c0 = 0; sh.blocks > 0 && c0 < args.ci; c0 += sh.wci) {
     q.col0 = (int)c0, q.ci = args.ci - c0 < sh.wci ? args.ci - c0 : sh.wci;
-    const int64_t units = sh.blocks / ((sh.wci + bn - 1) / bn) * ((q.ci + bn - 1) / bn);
+    const int64_t units = sh.nsplit * q.K * wr_tiles(q.co, q.ci, bn);
     const int64_t grid = walk && units > vc_cuda(ctx)->n_sm ? vc_cuda(ctx)->n_sm : units;
     if (sh.x3) { /* x's slice as bf16 hi and lo rows; dy's fp32 rows are split in the kernel */
       __nv_bfloat16 *x2 = (__nv_bfloat16 *)splits;
