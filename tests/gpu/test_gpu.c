@@ -1023,7 +1023,7 @@ static void run_twice(vc_context *ctx, const vc_plan *p, conv_data *cd, const vc
  * VOXCONV_MASKED_PAIR_ROWS=1 one 256-row block a chunk (16 x 27 table entries at 4000 sites:
  * more than a thread each; bad values refused), checked against the reference for the first
  * channel pair of each plan and dtype. A plan with no outputs (a sparse plan whose output_bound
- * leaves none) runs its dgrad in the form: no pairs, no launch, dx zero. */
+ * leaves none) runs its dgrad in the form, f16 and bf16: no pairs, no launch, dx zero. */
 int64_t vc_cuda_masked_pairs_runs(const vc_context *ctx);   /* masked.cu; in no public header */
 int64_t vc_cuda_masked_pairs_chunks(const vc_context *ctx); /* the last pairs call's chunks */
 
@@ -1171,15 +1171,18 @@ static void test_masked_pairs(void) {
     plan_pair pp;
     if (pair_build(&pp, ctx, &d, coords, n)) {
       CHECK(vc_plan_out_count(pp.gpu) == 0, "no-output plan: %lld outputs", (long long)vc_plan_out_count(pp.gpu));
-      conv_data cd;
-      data_make(&cd, pp.cpu, 264, 264, VC_DTYPE_F16);
-      data_reference(&cd, pp.cpu, ALL_PASSES);
-      const int64_t before = vc_cuda_masked_pairs_runs(ctx);
-      masked_passes(ctx, &pp, &cd, cfg, false);
-      CHECK(vc_cuda_masked_pairs_runs(ctx) - before == 1 && vc_cuda_masked_pairs_chunks(ctx) == 0,
-            "no-output plan: %lld pairs-form calls, the last in %lld chunks; expected its dgrad, 0",
-            (long long)(vc_cuda_masked_pairs_runs(ctx) - before), (long long)vc_cuda_masked_pairs_chunks(ctx));
-      data_free(&cd);
+      for (int t = 0; t < 2; t++) { /* bf16's too: no windows without pairs */
+        conv_data cd;
+        data_make(&cd, pp.cpu, 264, 264, dtypes[t]);
+        data_reference(&cd, pp.cpu, ALL_PASSES);
+        const int64_t before = vc_cuda_masked_pairs_runs(ctx);
+        masked_passes(ctx, &pp, &cd, cfg, false);
+        CHECK(vc_cuda_masked_pairs_runs(ctx) - before == 1 && vc_cuda_masked_pairs_chunks(ctx) == 0,
+              "no-output plan, %s: %lld pairs-form calls, the last in %lld chunks; expected its dgrad, 0",
+              vc_dtype_name(dtypes[t]), (long long)(vc_cuda_masked_pairs_runs(ctx) - before),
+              (long long)vc_cuda_masked_pairs_chunks(ctx));
+        data_free(&cd);
+      }
     }
     pair_free(&pp);
     free(coords);

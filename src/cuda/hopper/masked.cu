@@ -117,6 +117,34 @@ __host__ __device__ static inline bool mk_b_kmajor(int mode, int dt, bool pairs)
   return mode == MODE_FWD || (dt == VC_DTYPE_F32 && !mk_swapped(mode, dt, pairs));
 }
 
+__device__ static __forceinline__ float4 mk_bias4(const void *bias, int dt, int64_t j) {
+  float b[4];
+#pragma unroll
+  for (int e = 0; e < 4; e++) b[e] = bias ? vc_load(bias, dt, j + e) : 0.0f;
+  return make_float4(b[0], b[1], b[2], b[3]);
+}
+/* Values [l0, l0 + 128 u) of a row of two windows, four a lane (a before a_n, then b), read
+ * in full, then written as bf16 to dst[l0 ..]; lanes past n do nothing. u <= MK_SETTLE_U, a
+ * literal (the producers' conversion, mk_join_settle, keeps to fewer registers). */
+#define MK_SETTLE_U 8
+#define MK_SETTLE (128 * MK_SETTLE_U)
+__device__ static __forceinline__ void mk_settle_chunk(const float *a, int64_t a_n, const float *b, int64_t n,
+                                                       uint16_t *dst, int64_t l0, int dt, int lane, const int u_n) {
+  float4 v[MK_SETTLE_U];
+#pragma unroll
+  for (int u = 0; u < u_n; u++) {
+    const int64_t l = l0 + 128 * u + 4 * lane;
+    if (l >= 0 && l < n) v[u] = *(const float4 *)(l < a_n ? a + l : b + (l - a_n));
+  }
+  __syncwarp();
+#pragma unroll
+  for (int u = 0; u < u_n; u++) {
+    const int64_t l = l0 + 128 * u + 4 * lane;
+    if (l >= 0 && l < n) *(uint2 *)(dst + l) = make_uint2(vc_pack2(dt, v[u].x, v[u].y), vc_pack2(dt, v[u].z, v[u].w));
+  }
+  __syncwarp();
+}
+
 #ifdef VC_SM90A
 /* A work unit: one split of one tile (128 rows x bn columns). */
 typedef struct mk_unit {
@@ -389,6 +417,46 @@ __device__ static __forceinline__ void mk_pair_gtab(const imp_args &p, const mk_
   }
   if (ahead) vc_cp_async_commit();
 }
+/* bf16's second pairs launch (imp_args.join; mk_pairs_windows, step 2): its producer warps,
+ * after their first unit's stages, wait for the first launch to be done (griddepcontrol:
+ * the second launch may start while the first one's last units run, mk_pairs_run), then
+ * take y's rows one at a time (join[0]): window 1 (columns [0, w1), y's row read as fp32)
+ * turned into bf16 in place, ascending in chunks of 512 columns (each read in full before
+ * it is written: chunk [j, j + S) writes over values j / 2 .. (j + S) / 2, read by it or an
+ * earlier one), then this launch's window, bytes [2 w1, 2 C), filled with the bias. The rows
+ * done go into join[1] (after a fence), which the consumers wait for before their first
+ * reductions (mk_join_wait). Every CTA's producers take rows until none is left, so the
+ * first CTA that runs could do them all: no CTA waits for one that is not resident. */
+__device__ static __forceinline__ void mk_join_settle(const imp_args &p, int lane) {
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  const int64_t w1 = p.join_w1, c = 2 * p.out_ld, wa = p.col0 - w1, wb = p.n_cols;
+  char *const y = (char *)p.out - 2 * w1;
+  int done = 0;
+  for (;;) {
+    int row = 0;
+    if (lane == 0) row = atomicAdd(p.join, 1);
+    row = __shfl_sync(0xffffffffu, row, 0);
+    if (row >= p.rows) break;
+    char *const yr = y + (int64_t)row * c * 2;
+    float *const t1 = (float *)yr, *const t3 = (float *)(yr + 2 * w1);
+    for (int64_t j = 0; j < w1; j += 512) mk_settle_chunk(t1, w1, t1, w1, (uint16_t *)yr, j, p.dt, lane, 4);
+    for (int64_t j = 4 * lane; j < wb; j += 128) *(float4 *)(t3 + j) = mk_bias4(p.join_bias, p.dt, w1 + wa + j);
+    done++;
+  }
+  __threadfence();
+  __syncwarp();
+  if (lane == 0 && done) atomicAdd(p.join + 1, done);
+}
+/* ... and one consumer thread waits for all of y's rows to be done (then a barrier). */
+__device__ static __forceinline__ void mk_join_wait(const imp_args &p) {
+  for (;;) {
+    int v;
+    asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(p.join + 1) : "memory");
+    if (v >= p.rows) break;
+    __nanosleep(200);
+  }
+}
+
 /* out[row, n .. n + 3] += v, one 16-byte L2 reduction (the pairs form's epilogues); none for
  * a pair-less row (-1) or columns past the end (n_cols % 4 == 0 on the fast path; so are a
  * window's widths, mk_pairs_windows: four columns have one target). */
@@ -513,6 +581,11 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
    * space after those two rows, up to its epilogue's staging (MK_RS_AT) */
 #define GT(u) (pairs ? gtab[0] + (u) * GTAB_STRIDE(MK_BM) : gtab[u])
   int32_t *const pts = &gtab[0][0] + 2 * GTAB_STRIDE(MK_BM);
+  /* bf16's windows: the second launch may start on the multiprocessors this one leaves
+   * (mk_join_settle; nothing where the next launch does not ask for it). The join's code is
+   * bf16's pairs kernels' alone: in f16's it measured 2-3 % slower unused (session 39). */
+  const bool join = pairs && dt == VC_DTYPE_BF16;
+  if (join) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   if (pairs) mk_pair_table(p, pts, wsum);
   const int wg = hp_warpgroup();
   const int pipe = pipes == 1 ? 0 : wg < np ? wg : wg - np;
@@ -638,6 +711,7 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
       VC_CP_ASYNC_WAIT(0);
       vc_named_barrier(bar, tpp);
       if (pipes == 1) ub ^= 1;
+      if (join && p.join && k == 0) mk_join_settle(p, threadIdx.x & 31);
     }
     asm volatile("cp.async.wait_all;\n" ::: "memory"); /* exit with no copy in flight */
   } else { /* ---- consumers ---- */
@@ -717,6 +791,10 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
       } else
         hp_consume(acc, ring, pos, it1 - it0, st, a_tile, b_tile, kb, blk0 * 64 * kb, bn, dt,
                    b_kmajor ? HP_KK : HP_KMN, skips ? uni : 0u, live, nb, nkc, it0);
+      if (join && p.join && k == 0) { /* this launch's window and window 1 settled (mk_join_settle) */
+        if (ct == 0) mk_join_wait(p);
+        vc_named_barrier(cbar, cpp);
+      }
 
       /* the pairs form's epilogue staging: each consumer warp's 8 rows of MK_RS_ROW floats */
       float *const rs = (float *)&gtab[0][0] + MK_RS_AT + (cw * 4 + warp) * 8 * MK_RS_ROW;
@@ -1143,10 +1221,16 @@ static bool mk_pairs_of(const vc_plan *p, const imp_args &q, int variant) {
  *   1. one launch adds columns [0, w1) into y's rows read as fp32 (w1 = 8 floor(C / 16) <=
  *      C / 2) and columns [w1, w1 + wa) into the workspace (rows of wa values);
  *   2. the first window becomes bf16 in place, y's bytes [0, 2 w1) of each row, which frees
- *      bytes [2 w1, 2 C) (k_mk_pairs_settle);
+ *      bytes [2 w1, 2 C);
  *   3. a second launch adds columns [w1 + wa, C) into those (wb = C - w1 - wa values, at
  *      most (C - w1) / 2);
- *   4. windows 2 and 3 become bf16 in place, y's bytes [2 w1, 2 C).
+ *   4. windows 2 and 3 become bf16 in place, y's bytes [2 w1, 2 C) (k_mk_pairs_settle).
+ * Step 2 is the second launch's own (mk_join_settle): its units' main loops need nothing
+ * from the first launch, so it starts on the multiprocessors the first one's last round
+ * leaves idle (programmatic dependent launch), and its producers do step 2 once the first
+ * launch is done, before any of its reductions. (As a launch of its own between the two,
+ * step 2 kept the second launch's lone round of units, a whole unit's latency, behind the
+ * first one's last: suite S RES 16, bench/NOTES.md, sessions 37 and 39.)
  * Every width and start is a multiple of 8 columns: the reductions' 16 bytes never straddle
  * two targets, rows of every window start 16-byte aligned, and so does the dgrad's TMA box
  * of weight columns at a window's start. wb <= wa, which step 4 needs (k_mk_pairs_settle). */
@@ -1159,59 +1243,32 @@ static mk_windows mk_pairs_windows(int64_t c) {
   return w;
 }
 
-/* The pairs form's workspace: bf16's second window (mk_pairs_windows), none in f16
- * (mk_pairs_direct) and tf32 (which add into y). */
+/* The pairs form's workspace: bf16's second window (mk_pairs_windows) and the second
+ * launch's two counters after it (imp_args.join), none in f16 (mk_pairs_direct) and tf32
+ * (which add into y). */
+static size_t mk_pairs_window_bytes(const imp_args &q) {
+  return (size_t)vc_round_up(q.rows * mk_pairs_windows(q.n_cols).wa * 4, 256);
+}
 static size_t mk_pairs_bytes(const imp_args &q) {
-  return q.dt == VC_DTYPE_F32 || mk_pairs_direct(q.dt) ? 0
-                                                      : (size_t)vc_round_up(q.rows * mk_pairs_windows(q.n_cols).wa * 4, 256);
+  return q.dt == VC_DTYPE_F32 || mk_pairs_direct(q.dt) ? 0 : mk_pairs_window_bytes(q) + 256;
 }
 
-__device__ static __forceinline__ float4 mk_bias4(const void *bias, int dt, int64_t j) {
-  float b[4];
-#pragma unroll
-  for (int e = 0; e < 4; e++) b[e] = bias ? vc_load(bias, dt, j + e) : 0.0f;
-  return make_float4(b[0], b[1], b[2], b[3]);
-}
-/* Values [l0, l0 + MK_SETTLE) of a row of two windows, four a lane (a before a_n, then b),
- * read in full, then written as bf16 to dst[l0 ..]; lanes past n do nothing. */
-#define MK_SETTLE_U 8
-#define MK_SETTLE (128 * MK_SETTLE_U)
-__device__ static __forceinline__ void mk_settle_chunk(const float *a, int64_t a_n, const float *b, int64_t n,
-                                                       uint16_t *dst, int64_t l0, int dt, int lane) {
-  float4 v[MK_SETTLE_U];
-#pragma unroll
-  for (int u = 0; u < MK_SETTLE_U; u++) {
-    const int64_t l = l0 + 128 * u + 4 * lane;
-    if (l >= 0 && l < n) v[u] = *(const float4 *)(l < a_n ? a + l : b + (l - a_n));
-  }
-  __syncwarp();
-#pragma unroll
-  for (int u = 0; u < MK_SETTLE_U; u++) {
-    const int64_t l = l0 + 128 * u + 4 * lane;
-    if (l >= 0 && l < n) *(uint2 *)(dst + l) = make_uint2(vc_pack2(dt, v[u].x, v[u].y), vc_pack2(dt, v[u].z, v[u].w));
-  }
-  __syncwarp();
-}
 /* bf16's windows into and out of fp32 (mk_pairs_windows). Phase 0 fills windows 1 and 2 with
- * the bias, a thread per four values. Phases 1 and 2 take a warp a row of y (2 C bytes):
- * phase 1 turns window 1 into bf16 columns [0, w1), then fills window 3 with the bias;
- * phase 2 turns windows 2 and 3 into bf16 columns [w1, C). A conversion writes over fp32
- * values it reads, so the warp walks its row in chunks of MK_SETTLE columns, each read in
- * full before it is written (mk_settle_chunk), in an order where no chunk writes over a value
- * a later chunk reads:
- *   - phase 1 ascending: chunk [j, j + S) writes over window 1's values j / 2 .. (j + S) / 2,
- *     read by that chunk or an earlier one;
- *   - phase 2 descending, over the columns l of the two windows (l < wa: window 2's, else
- *     window 3's value l - wa): chunk [l, l + S) writes over window 3's values l / 2 ..
- *     (l + S) / 2, columns wa + l / 2 .. of the two, all >= l since l < wa + wb <= 2 wa:
- *     read by that chunk or an earlier one.
+ * the bias, a thread per four values, and zeroes the second launch's counters (join).
+ * Phase 1 takes a warp a row of y (2 C bytes) and turns windows 2 and 3 into bf16 columns
+ * [w1, C). It writes over fp32 values it reads, so the warp walks its row in chunks of
+ * MK_SETTLE columns, each read in full before it is written (mk_settle_chunk), descending
+ * over the columns l of the two windows (l < wa: window 2's, else window 3's value l - wa):
+ * chunk [l, l + S) writes over window 3's values l / 2 .. (l + S) / 2, columns wa + l / 2 ..
+ * of the two, all >= l since l < wa + wb <= 2 wa: read by that chunk or an earlier one.
  * (A warp's row walked in chunks of 128 columns, one load and store in flight at a time, took
  * 5-6 us a launch at suite S RES 16: latency.) */
-__global__ static void __launch_bounds__(256) k_mk_pairs_settle(void *y, float *ws, int64_t rows, mk_windows w,
-                                                               const void *bias, int dt, int phase) {
+__global__ static void __launch_bounds__(256) k_mk_pairs_settle(void *y, float *ws, int *join, int64_t rows,
+                                                               mk_windows w, const void *bias, int dt, int phase) {
   const int lane = threadIdx.x & 31;
   const int64_t c = w.w1 + w.wa + w.wb;
   if (phase == 0) { /* column j < w1 + wa of window 1 or 2 takes bias j */
+    if (blockIdx.x == 0 && threadIdx.x < 2) join[threadIdx.x] = 0;
     const int64_t g = (w.w1 + w.wa) / 4;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < rows * g; i += (int64_t)gridDim.x * blockDim.x) {
       const int64_t row = i / g, j = 4 * (i % g);
@@ -1222,15 +1279,10 @@ __global__ static void __launch_bounds__(256) k_mk_pairs_settle(void *y, float *
   }
   for (int64_t row = (int64_t)blockIdx.x * 8 + threadIdx.x / 32; row < rows; row += (int64_t)gridDim.x * 8) {
     char *const yr = (char *)y + row * c * 2;
-    float *const t1 = (float *)yr, *const t2 = ws + row * w.wa, *const t3 = (float *)(yr + 2 * w.w1);
-    if (phase == 1) {
-      for (int64_t j = 0; j < w.w1; j += MK_SETTLE) mk_settle_chunk(t1, w.w1, t1, w.w1, (uint16_t *)yr, j, dt, lane);
-      for (int64_t j = 4 * lane; j < w.wb; j += 128) *(float4 *)(t3 + j) = mk_bias4(bias, dt, w.w1 + w.wa + j);
-    } else {
-      const int64_t n = w.wa + w.wb;
-      for (int64_t top = n; top > 0; top -= MK_SETTLE)
-        mk_settle_chunk(t2, w.wa, t3, n, (uint16_t *)yr + w.w1, top - MK_SETTLE, dt, lane);
-    }
+    const int64_t n = w.wa + w.wb;
+    for (int64_t top = n; top > 0; top -= MK_SETTLE)
+      mk_settle_chunk(ws + row * w.wa, w.wa, (float *)(yr + 2 * w.w1), n, (uint16_t *)yr + w.w1, top - MK_SETTLE, dt,
+                      lane, MK_SETTLE_U);
   }
 }
 
@@ -1296,7 +1348,9 @@ extern "C" int vc_cuda_masked_variant_parse(vc_pass pass, const char *name) {
 }
 
 /* The pairs form's run (see above): the bias into the rows it adds into, the tiles'
- * reductions (bf16: in two launches, with the conversions after each, mk_pairs_windows). */
+ * reductions (bf16: in two launches, the second one dependent on the first by
+ * programmatic launch and settling window 1 itself, then the last conversion:
+ * mk_pairs_windows). */
 static vc_status mk_pairs_run(vc_context *ctx, const vc_plan *p, imp_args q, void *ws, cudaStream_t s) {
   const int bn = 256;
   __atomic_fetch_add(&vc_cuda(ctx)->pairs_runs, 1, __ATOMIC_RELAXED);
@@ -1304,26 +1358,8 @@ static vc_status mk_pairs_run(vc_context *ctx, const vc_plan *p, imp_args q, voi
   const vc_status e = mk_tensor_map(ctx, q, q.w, bn, true, &map);
   if (e != VC_OK) return e;
   void *const y = q.out;
-  const int64_t c = q.n_cols;
-  const bool windows = mk_pairs_bytes(q) > 0; /* bf16 with rows */
-  const mk_windows wd = mk_pairs_windows(c);
-  const unsigned settle_grid = (unsigned)vc_blocks(q.rows < 8 * 65535 ? q.rows : 8 * 65535, 8);
-  /* the launches: first column, width, targets (out up to column split, then out2) */
-  struct {
-    int64_t c0, n, split;
-    void *out, *out2;
-    int64_t ld, ld2;
-  } run[2] = {{0, c, c, y, NULL, c, 0}, {0, 0, 0, NULL, NULL, 0, 0}};
-  int nrun = 1;
-  if (windows) {
-    run[0] = {0, wd.w1 + wd.wa, wd.w1, y, ws, c / 2, wd.wa};
-    run[1] = {wd.w1 + wd.wa, wd.wb, wd.wb, (char *)y + 2 * wd.w1, NULL, c / 2, 0}, nrun = 2;
-    k_mk_pairs_settle<<<vc_grid(q.rows * (wd.w1 + wd.wa) / 4), 256, 0, s>>>(y, (float *)ws, q.rows, wd, q.bias, q.dt, 0);
-  } else {
-    vc_cuda_fill_rows(y, (vc_dtype)q.dt, q.rows, c, q.bias, (vc_dtype)q.dt, s);
-  }
   const void *const bias = q.bias;
-  q.bias = NULL, q.order = NULL, q.blk_mask = NULL, q.tile_order = NULL, q.nsplit = 1;
+  const int64_t c = q.n_cols;
   /* no pairs (a plan without outputs, or none within reach): the bias alone, no launch */
   const int64_t pblocks = p->n_pairs > 0 ? (p->n_out + VC_PAIR_ROWS - 1) / VC_PAIR_ROWS : 0;
   int64_t chunks = 0, tiles = 0;
@@ -1338,17 +1374,48 @@ static vc_status mk_pairs_run(vc_context *ctx, const vc_plan *p, imp_args q, voi
     tiles = mk_pair_tiles_max(p, chunks);
   }
   __atomic_store_n(&vc_cuda(ctx)->pairs_chunks, chunks, __ATOMIC_RELAXED);
+  const bool windows = tiles > 0 && mk_pairs_bytes(q) > 0; /* bf16 with pairs */
+  if (!windows) vc_cuda_fill_rows(y, (vc_dtype)q.dt, q.rows, c, bias, (vc_dtype)q.dt, s);
+  if (tiles == 0) {
+    VC_CUDA_TRY(ctx, cudaGetLastError());
+    return VC_OK;
+  }
+  const mk_windows wd = mk_pairs_windows(c);
+  int *const join = windows ? (int *)((char *)ws + mk_pairs_window_bytes(q)) : NULL;
+  /* the launches: first column, width, targets (out up to column split, then out2) */
+  struct {
+    int64_t c0, n, split;
+    void *out, *out2;
+    int64_t ld, ld2;
+  } run[2] = {{0, c, c, y, NULL, c, 0}, {0, 0, 0, NULL, NULL, 0, 0}};
+  int nrun = 1;
+  if (windows) {
+    run[0] = {0, wd.w1 + wd.wa, wd.w1, y, ws, c / 2, wd.wa};
+    run[1] = {wd.w1 + wd.wa, wd.wb, wd.wb, (char *)y + 2 * wd.w1, NULL, c / 2, 0}, nrun = 2;
+    k_mk_pairs_settle<<<vc_grid(q.rows * (wd.w1 + wd.wa) / 4), 256, 0, s>>>(y, (float *)ws, join, q.rows, wd, bias,
+                                                                             q.dt, 0);
+  }
+  q.bias = NULL, q.order = NULL, q.blk_mask = NULL, q.tile_order = NULL, q.nsplit = 1;
+  q.join_bias = bias, q.join_w1 = wd.w1;
+  const mk_kernel kernel = mk_pair_kernels[q.mode == MODE_DGRAD][vc_cuda_dt_index(q.dt)];
   for (int i = 0; i < nrun; i++) {
     q.col0 = (int)run[i].c0, q.n_cols = run[i].n, q.out_split = run[i].split;
     q.out = run[i].out, q.out2 = run[i].out2, q.out_ld = run[i].ld, q.out2_ld = run[i].ld2;
     q.n_tiles = (q.n_cols + bn - 1) / bn;
+    q.join = i == 1 ? join : NULL;
     const int64_t units = tiles * q.n_tiles, grid = units < vc_cuda(ctx)->n_sm ? units : vc_cuda(ctx)->n_sm;
-    if (units > 0)
-      mk_pair_kernels[q.mode == MODE_DGRAD][vc_cuda_dt_index(q.dt)]<<<
-          (unsigned)grid, HP_THREADS(HP_NP(bn)), MK_SMEM(bn, 128, mk_b_kmajor(q.mode, q.dt, true)), s>>>(q, map, NULL, NULL);
-    if (windows) /* window 1 to bf16 and window 3 filled; then windows 2 and 3 to bf16 */
-      k_mk_pairs_settle<<<settle_grid, 256, 0, s>>>(y, (float *)ws, q.rows, wd, bias, q.dt, i + 1);
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDim = dim3((unsigned)grid), cfg.blockDim = dim3(HP_THREADS(HP_NP(bn)));
+    cfg.dynamicSmemBytes = MK_SMEM(bn, 128, mk_b_kmajor(q.mode, q.dt, true)), cfg.stream = s;
+    cudaLaunchAttribute dep;
+    dep.id = cudaLaunchAttributeProgrammaticStreamSerialization, dep.val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = &dep, cfg.numAttrs = q.join ? 1 : 0; /* the second launch: mk_join_settle */
+    VC_CUDA_TRY(ctx, cudaLaunchKernelEx(&cfg, kernel, q, map, (float *)NULL, (int *)NULL));
   }
+  if (windows) /* windows 2 and 3 to bf16 */
+    k_mk_pairs_settle<<<(unsigned)vc_blocks(q.rows < 8 * 65535 ? q.rows : 8 * 65535, 8), 256, 0, s>>>(
+        y, (float *)ws, join, q.rows, wd, bias, q.dt, 1);
   VC_CUDA_TRY(ctx, cudaGetLastError());
   return VC_OK;
 }
