@@ -12,7 +12,8 @@
  *   tune           vc_conv_tune's pick is what VC_ALGO_AUTO runs, and it lands in the cache file;
  *                  masked tile variants from the file apply, unknown ones are skipped;
  *                  a cached masked/rows line runs the wgrad's rows form
- *   graph_capture  execute calls recorded into a CUDA graph (so they neither allocate nor sync)
+ *   graph_capture  execute calls recorded into a CUDA graph (so they neither allocate nor sync),
+ *                  bf16's masked pairs form with its programmatic dependent launch among them
  *   large_*        feature tensors past 2^31 elements, sampled against an f64 host computation
  * Usage: vc_gpu_tests [--small] [name-substring]
  *   --small  only the small cases, at reduced sizes (for compute-sanitizer)
@@ -1529,17 +1530,17 @@ static const vc_pass graph_passes[2] = {VC_PASS_FORWARD, VC_PASS_BACKWARD_DATA};
 
 /* Records forward and backward-data into a graph. Global capture mode makes any allocation,
  * synchronisation or legacy-stream use inside the calls invalidate the capture. */
-static cudaGraphExec_t capture_passes(const plan_pair *pp, conv_data *cd, const vc_conv_args *a, void *const ws[2],
-                                      const size_t bytes[2]) {
+static cudaGraphExec_t capture_passes(vc_context *ctx, const plan_pair *pp, conv_data *cd, const vc_conv_args *a,
+                                      void *const ws[2], const size_t bytes[2]) {
   cudaGraph_t graph = NULL;
   cudaGraphExec_t exec = NULL;
   if (!CU(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeGlobal))) return NULL;
   vc_status s[2];
-  for (int i = 0; i < 2; i++) s[i] = run_pass(g_gpu, pp->gpu, a, graph_passes[i], cd->dev, ws[i], bytes[i], g_stream);
+  for (int i = 0; i < 2; i++) s[i] = run_pass(ctx, pp->gpu, a, graph_passes[i], cd->dev, ws[i], bytes[i], g_stream);
   const cudaError_t e = cudaStreamEndCapture(g_stream, &graph);
   for (int i = 0; i < 2; i++)
     CHECK(s[i] == VC_OK, "under capture, %s returned %s (%s)", vc_pass_name(graph_passes[i]), vc_status_string(s[i]),
-          vc_last_error(g_gpu));
+          vc_last_error(ctx));
   CHECK(e == cudaSuccess, "cudaStreamEndCapture: %s -- an execute call allocated, synchronised or left the stream",
         cudaGetErrorString(e));
   if (e == cudaSuccess && s[0] == VC_OK && s[1] == VC_OK) CU(cudaGraphInstantiateWithFlags(&exec, graph, 0));
@@ -1547,48 +1548,56 @@ static cudaGraphExec_t capture_passes(const plan_pair *pp, conv_data *cd, const 
   return exec;
 }
 
-/* Replays the graph twice over poisoned outputs; each replay must equal the eager run bitwise. */
-static void replay_and_compare(cudaGraphExec_t exec, conv_data *cd, void *eager[2][2]) {
+/* Replays the graph twice over poisoned outputs; each replay must equal the eager run
+ * bitwise, or (an algorithm whose additions come in a varying order) the reference. */
+static void replay_and_compare(cudaGraphExec_t exec, conv_data *cd, void *eager[2][2], bool bitwise,
+                               const char *label) {
   for (int r = 0; r < 2; r++) {
     for (int i = 0; i < 2; i++) poison_outputs(cd, graph_passes[i]);
     if (!CU(cudaGraphLaunch(exec, g_stream)) || !CU(cudaStreamSynchronize(g_stream))) return;
     for (int i = 0; i < 2; i++) {
-      char what[96];
-      snprintf(what, sizeof what, "graph replay %d, implicit %s", r + 1, vc_pass_name(graph_passes[i]));
+      char what[128];
+      snprintf(what, sizeof what, "graph replay %d, %s %s", r + 1, label, vc_pass_name(graph_passes[i]));
       void *got[2];
-      if (download_outputs(cd, graph_passes[i], got, what)) compare_runs(cd, graph_passes[i], 0, eager[i], got, what);
+      if (download_outputs(cd, graph_passes[i], got, what)) {
+        if (bitwise) compare_runs(cd, graph_passes[i], 0, eager[i], got, what);
+        else check_close(cd, graph_passes[i], vc_tolerance(cd->args.dtype, cd->args.math), got, what);
+      }
       free_outputs(got);
     }
   }
 }
 
-static void test_graph_capture(void) {
+/* Forward and backward-data of one layer under `algo` on ctx: eager, then captured and
+ * replayed (see replay_and_compare). */
+static void graph_case(vc_context *ctx, int64_t n, int64_t ci, int64_t co, vc_dtype dt, vc_algo algo, bool bitwise,
+                       const char *label) {
   plan_pair pp;
   conv_data cd;
-  if (!subm_setup(&pp, &cd, g_gpu, g_small ? 600 : 6000, 33, 64, VC_DTYPE_F16,
-                  1u << VC_PASS_FORWARD | 1u << VC_PASS_BACKWARD_DATA)) {
+  if (!subm_setup(&pp, &cd, ctx, n, ci, co, dt, 1u << VC_PASS_FORWARD | 1u << VC_PASS_BACKWARD_DATA)) {
     pair_free(&pp);
     return;
   }
   vc_conv_args a = cd.args;
-  a.algo = VC_ALGO_IMPLICIT;
+  a.algo = algo;
   void *eager[2][2] = {{NULL, NULL}, {NULL, NULL}}, *ws[2] = {NULL, NULL};
   size_t bytes[2] = {0, 0};
   bool ok = true;
   for (int i = 0; i < 2; i++) {
     char what[200];
-    snprintf(what, sizeof what, "%s eager implicit %s", pp.what, vc_pass_name(graph_passes[i]));
-    if (gpu_run(g_gpu, pp.gpu, &cd, &a, graph_passes[i], eager[i], what))
+    snprintf(what, sizeof what, "%s eager %s %s", pp.what, label, vc_pass_name(graph_passes[i]));
+    if (gpu_run(ctx, pp.gpu, &cd, &a, graph_passes[i], eager[i], what))
       check_close(&cd, graph_passes[i], vc_tolerance(a.dtype, a.math), eager[i], what);
     else
       ok = false;
     /* Workspaces exist before the capture: the calls themselves may not allocate. */
-    CHECK_OK(g_gpu, vc_conv_workspace_size(pp.gpu, &a, graph_passes[i], &bytes[i]));
+    CHECK_OK(ctx, vc_conv_workspace_size(pp.gpu, &a, graph_passes[i], &bytes[i]));
     if (bytes[i] && (ws[i] = dev_alloc(bytes[i])) != NULL) CU(cudaMemsetAsync(ws[i], 0xff, bytes[i], g_stream));
   }
-  cudaGraphExec_t exec = ok && CU(cudaStreamSynchronize(g_stream)) ? capture_passes(&pp, &cd, &a, ws, bytes) : NULL;
+  cudaGraphExec_t exec =
+      ok && CU(cudaStreamSynchronize(g_stream)) ? capture_passes(ctx, &pp, &cd, &a, ws, bytes) : NULL;
   if (exec) {
-    replay_and_compare(exec, &cd, eager);
+    replay_and_compare(exec, &cd, eager, bitwise, label);
     CU(cudaGraphExecDestroy(exec));
   }
   for (int i = 0; i < 2; i++) {
@@ -1597,6 +1606,24 @@ static void test_graph_capture(void) {
   }
   data_free(&cd);
   pair_free(&pp);
+}
+
+/* The implicit kernels (f16, 33 -> 64), bitwise; on sm_90, bf16's masked pairs form (264 ->
+ * 264, both passes: two launches a pass, the second a programmatic dependent launch, which a
+ * capture records as a graph edge of its own), against the reference. */
+static void test_graph_capture(void) {
+  graph_case(g_gpu, g_small ? 600 : 6000, 33, 64, VC_DTYPE_F16, VC_ALGO_IMPLICIT, true, "implicit");
+  if (!g_has_masked) return;
+  vc_context *ctx = NULL;
+  setenv("VOXCONV_MASKED_FORM", "pairs", 1);
+  CHECK_OK(NULL, vc_context_create(VC_DEVICE_CUDA, 0, &ctx));
+  unsetenv("VOXCONV_MASKED_FORM");
+  if (!ctx) return;
+  graph_case(ctx, g_small ? 1500 : 4000, 264, 264, VC_DTYPE_BF16, VC_ALGO_MASKED, false, "masked pairs");
+  /* eager and captured: two calls each */
+  CHECK(vc_cuda_masked_pairs_runs(ctx) == 4, "graph capture: %lld pairs-form calls, expected 4",
+        (long long)vc_cuda_masked_pairs_runs(ctx));
+  vc_context_destroy(ctx);
 }
 
 /* ---- (e) feature tensors past 2^31 elements ------------------------------------------------ */

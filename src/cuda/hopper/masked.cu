@@ -123,8 +123,8 @@ __device__ static __forceinline__ float4 mk_bias4(const void *bias, int dt, int6
   for (int e = 0; e < 4; e++) b[e] = bias ? vc_load(bias, dt, j + e) : 0.0f;
   return make_float4(b[0], b[1], b[2], b[3]);
 }
-/* Values [l0, l0 + 128 u) of a row of two windows, four a lane (a before a_n, then b), read
- * in full, then written as bf16 to dst[l0 ..]; lanes past n do nothing. u <= MK_SETTLE_U, a
+/* Values [l0, l0 + 128 u_n) of a row of two windows, four a lane (a before a_n, then b), read
+ * in full, then written as bf16 to dst[l0 ..]; lanes past n do nothing. u_n <= MK_SETTLE_U, a
  * literal (the producers' conversion, mk_join_settle, keeps to fewer registers). */
 #define MK_SETTLE_U 8
 #define MK_SETTLE (128 * MK_SETTLE_U)
@@ -421,12 +421,14 @@ __device__ static __forceinline__ void mk_pair_gtab(const imp_args &p, const mk_
  * after their first unit's stages, wait for the first launch to be done (griddepcontrol:
  * the second launch may start while the first one's last units run, mk_pairs_run), then
  * take y's rows one at a time (join[0]): window 1 (columns [0, w1), y's row read as fp32)
- * turned into bf16 in place, ascending in chunks of 512 columns (each read in full before
- * it is written: chunk [j, j + S) writes over values j / 2 .. (j + S) / 2, read by it or an
- * earlier one), then this launch's window, bytes [2 w1, 2 C), filled with the bias. The rows
- * done go into join[1] (after a fence), which the consumers wait for before their first
- * reductions (mk_join_wait). Every CTA's producers take rows until none is left, so the
- * first CTA that runs could do them all: no CTA waits for one that is not resident. */
+ * turned into bf16 in place, ascending in chunks of 512 values (each read in full before it
+ * is written: chunk [j, j + 512) writes over values j / 2 .. j / 2 + 255, read by it or an
+ * earlier one), then this launch's window, fp32 values at bytes [2 w1, 2 w1 + 4 wb), filled
+ * with the bias. The rows done go into join[1] (after a fence), which the consumers wait for
+ * before their first reductions (mk_join_wait). Every CTA's producers take rows until none is
+ * left, so the first CTA that runs could do them all: no CTA waits for one that is not
+ * resident. y, C and the windows are read back from this launch's own fields as mk_pairs_run
+ * sets them (out = y + 2 w1 bytes, out_ld = C / 2, col0 = w1 + wa, n_cols = wb). */
 __device__ static __forceinline__ void mk_join_settle(const imp_args &p, int lane) {
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
   const int64_t w1 = p.join_w1, c = 2 * p.out_ld, wa = p.col0 - w1, wb = p.n_cols;
@@ -447,7 +449,9 @@ __device__ static __forceinline__ void mk_join_settle(const imp_args &p, int lan
   __syncwarp();
   if (lane == 0 && done) atomicAdd(p.join + 1, done);
 }
-/* ... and one consumer thread waits for all of y's rows to be done (then a barrier). */
+/* ... and one consumer thread waits for all of y's rows to be done (then a barrier). It reads
+ * join[1] without griddepcontrol.wait: the counters were zeroed by a kernel that ended
+ * before the first launch began (mk_pairs_run). */
 __device__ static __forceinline__ void mk_join_wait(const imp_args &p) {
   for (;;) {
     int v;
@@ -1068,7 +1072,7 @@ static int mk_pipes(const vc_cuda_state *cs, int bn, int kb, int64_t units) {
 
 /* Workspace of the row tiles: tf32 dgrad's transposed weight, then partials
  * [tile][split][bn / 2][256] in fp32, then one arrival counter per tile (the pairs form: bf16's
- * second window alone, mk_pairs_bytes). */
+ * second window and the join's counters alone, mk_pairs_bytes). */
 static size_t mk_weight_bytes(const imp_args &q) {
   return q.mode == MODE_DGRAD && q.dt == VC_DTYPE_F32 ? (size_t)vc_round_up(q.co * q.K * q.ci * 4, 256) : 0;
 }
@@ -1154,8 +1158,8 @@ __global__ static void __launch_bounds__(256) k_mk_tf32_weight(const float *w, f
  * session 19). The pairs form multiplies each offset's pair list in tiles of 128 pairs
  * (1.11 and 1.04 times, with padding), one offset a tile, and adds every tile's products
  * into the output with 16-byte L2 reductions (red.global.add: f16 and tf32; bf16 into fp32
- * windows, mk_pairs_direct and mk_pairs_windows), the bias first (vc_cuda_fill_rows; bf16:
- * k_mk_pairs_settle), then bf16's conversions. Those additions come in a varying order, so
+ * windows, mk_pairs_direct and mk_pairs_windows), the bias first (vc_cuda_fill_rows; bf16's
+ * windows: k_mk_pairs_settle and mk_join_settle), then bf16's conversions. Those additions come in a varying order, so
  * it runs only outside VOXCONV_DETERMINISTIC contexts; it needs 128-byte stages and more than 128 columns (its
  * tiles are 256 wide), and takes at most 32 offsets (the 3x3x3 and 2x2x2 layers it was
  * measured on). Its tiles run chunk by chunk of rows (mk_ptile_of), so the reductions
@@ -1250,7 +1254,7 @@ static size_t mk_pairs_window_bytes(const imp_args &q) {
   return (size_t)vc_round_up(q.rows * mk_pairs_windows(q.n_cols).wa * 4, 256);
 }
 static size_t mk_pairs_bytes(const imp_args &q) {
-  return q.dt == VC_DTYPE_F32 || mk_pairs_direct(q.dt) ? 0 : mk_pairs_window_bytes(q) + 256;
+  return q.dt == VC_DTYPE_F32 || mk_pairs_direct(q.dt) || q.rows == 0 ? 0 : mk_pairs_window_bytes(q) + 256;
 }
 
 /* bf16's windows into and out of fp32 (mk_pairs_windows). Phase 0 fills windows 1 and 2 with
@@ -1261,8 +1265,8 @@ static size_t mk_pairs_bytes(const imp_args &q) {
  * over the columns l of the two windows (l < wa: window 2's, else window 3's value l - wa):
  * chunk [l, l + S) writes over window 3's values l / 2 .. (l + S) / 2, columns wa + l / 2 ..
  * of the two, all >= l since l < wa + wb <= 2 wa: read by that chunk or an earlier one.
- * (A warp's row walked in chunks of 128 columns, one load and store in flight at a time, took
- * 5-6 us a launch at suite S RES 16: latency.) */
+ * (The conversions walked in chunks of 128 columns, one load and store in flight at a time,
+ * took 5-6 us a launch at suite S RES 16: latency.) */
 __global__ static void __launch_bounds__(256) k_mk_pairs_settle(void *y, float *ws, int *join, int64_t rows,
                                                                mk_windows w, const void *bias, int dt, int phase) {
   const int lane = threadIdx.x & 31;
@@ -1286,7 +1290,7 @@ __global__ static void __launch_bounds__(256) k_mk_pairs_settle(void *y, float *
   }
 }
 
-/* The pairs form's workspace window (bf16 only), or the row tiles' tf32 dgrad's transposed weight
+/* The pairs form's workspace window and counters (bf16 only), or the row tiles' tf32 dgrad's transposed weight
  * and split partials (a bf16 pairs call without an aligned workspace runs the tiles unsplit:
  * no partials). */
 size_t vc_cuda_masked_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int variant) {
@@ -1354,7 +1358,9 @@ extern "C" int vc_cuda_masked_variant_parse(vc_pass pass, const char *name) {
 static vc_status mk_pairs_run(vc_context *ctx, const vc_plan *p, imp_args q, void *ws, cudaStream_t s) {
   const int bn = 256;
   __atomic_fetch_add(&vc_cuda(ctx)->pairs_runs, 1, __ATOMIC_RELAXED);
-  CUtensorMap map; /* the whole weight: a launch starts at its column col0 */
+  /* the whole weight (a launch starts at its column col0), before any work: a failure here
+   * leaves the output untouched */
+  CUtensorMap map;
   const vc_status e = mk_tensor_map(ctx, q, q.w, bn, true, &map);
   if (e != VC_OK) return e;
   void *const y = q.out;
@@ -1413,7 +1419,7 @@ static vc_status mk_pairs_run(vc_context *ctx, const vc_plan *p, imp_args q, voi
     cfg.attrs = &dep, cfg.numAttrs = q.join ? 1 : 0; /* the second launch: mk_join_settle */
     VC_CUDA_TRY(ctx, cudaLaunchKernelEx(&cfg, kernel, q, map, (float *)NULL, (int *)NULL));
   }
-  if (windows) /* windows 2 and 3 to bf16 */
+  if (windows) /* windows 2 and 3 to bf16; after launch 1 too, as launch 2 ends after its wait */
     k_mk_pairs_settle<<<(unsigned)vc_blocks(q.rows < 8 * 65535 ? q.rows : 8 * 65535, 8), 256, 0, s>>>(
         y, (float *)ws, join, q.rows, wd, bias, q.dt, 1);
   VC_CUDA_TRY(ctx, cudaGetLastError());
