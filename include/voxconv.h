@@ -313,10 +313,10 @@ VC_API vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, cons
  * "pairs.bn256"): each offset's pair list multiplied in tiles of 128 pairs, 256 columns
  * wide, each tile's products added into the output by L2 reductions (f16 and tf32; bf16
  * into fp32 values, about a quarter of the columns in the workspace (about rows x columns
- * bytes), the rest in the output's own memory, in two launches, each followed by a
- * conversion: bf16 rounded at each addition would triple its error; f16 so rounded
- * measured 6e-4, and a partial sum past f16's range is inf even where the whole sum would
- * not be), the bias first. Where few rows share their offsets (suite S RES 16-64) it
+ * bytes), the rest in the output's own memory, in two launches, the second converting the
+ * first's columns before it adds its own, then a conversion: bf16 rounded at each addition
+ * would triple its error; f16 so rounded measured 6e-4, and a partial sum past f16's range
+ * is inf even where the whole sum would not be), the bias first. Where few rows share their offsets (suite S RES 16-64) it
  * multiplies far fewer zeros than the row tiles; it needs more than 128 output columns, at
  * most 32 kernel offsets and reductions of more than 64 bytes a row, and the tuner offers it
  * in f16 and tf32 at any size, in bf16 where the output as fp32 fits in half of L2. Its

@@ -48,11 +48,9 @@ typedef struct imp_args {
   int col0;
   /* bf16's second pairs launch (mk_pairs_run): two zeroed counters in the workspace (rows
    * taken, rows done) for its producers' turning window 1 into bf16 and filling its own
-   * window with join_bias once the first launch is done; window 1 is join_w1 columns wide.
-   * NULL elsewhere. */
+   * window with join_bias once the first launch is done. NULL elsewhere. */
   int *join;
   const void *join_bias;
-  int64_t join_w1;
 } imp_args;
 
 /* The pass's GEMM shape (mode, dtype, K, channels; fwd/dgrad: rows, n_cols, c_red), every

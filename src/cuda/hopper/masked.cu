@@ -117,6 +117,35 @@ __host__ __device__ static inline bool mk_b_kmajor(int mode, int dt, bool pairs)
   return mode == MODE_FWD || (dt == VC_DTYPE_F32 && !mk_swapped(mode, dt, pairs));
 }
 
+/* bf16 (not mk_pairs_direct) adds into fp32 values, rounded once at the end, in windows of
+ * the pass's C = n_cols columns (C % 8 == 0), so that they take about half an output tensor
+ * of workspace, not the twice of one fp32 copy of y (suite S RES 16 and 32: extra/out 2.11;
+ * bench/NOTES.md, session 37). Row i of y holds 2 C bytes, an fp32 row of C / 2 values:
+ *   1. one launch adds columns [0, w1) into y's rows read as fp32 (w1 = 8 floor(C / 16) <=
+ *      C / 2) and columns [w1, w1 + wa) into the workspace (rows of wa values);
+ *   2. the first window becomes bf16 in place, y's bytes [0, 2 w1) of each row, which frees
+ *      bytes [2 w1, 2 C);
+ *   3. a second launch adds columns [w1 + wa, C) into those (wb = C - w1 - wa values, at
+ *      most (C - w1) / 2);
+ *   4. windows 2 and 3 become bf16 in place, y's bytes [2 w1, 2 C) (k_mk_pairs_settle).
+ * Step 2 is the second launch's own (mk_join_settle): its units' main loops need nothing
+ * from the first launch, so it starts on the multiprocessors the first one's last round
+ * leaves idle (programmatic dependent launch), and its producers do step 2 once the first
+ * launch is done, before any of its reductions. (As a launch of its own between the two,
+ * step 2 kept the second launch's lone round of units, a whole unit's latency, behind the
+ * first one's last: suite S RES 16, bench/NOTES.md, sessions 37 and 39.)
+ * Every width and start is a multiple of 8 columns: the reductions' 16 bytes never straddle
+ * two targets, rows of every window start 16-byte aligned, and so does the dgrad's TMA box
+ * of weight columns at a window's start. wb <= wa, which step 4 needs (k_mk_pairs_settle). */
+typedef struct mk_windows {
+  int64_t w1, wa, wb;
+} mk_windows;
+__host__ __device__ static inline mk_windows mk_pairs_windows(int64_t c) {
+  mk_windows w;
+  w.w1 = 8 * (c / 16), w.wb = 8 * ((c - w.w1) / 16), w.wa = c - w.w1 - w.wb;
+  return w;
+}
+
 __device__ static __forceinline__ float4 mk_bias4(const void *bias, int dt, int64_t j) {
   float b[4];
 #pragma unroll
@@ -427,11 +456,13 @@ __device__ static __forceinline__ void mk_pair_gtab(const imp_args &p, const mk_
  * with the bias. The rows done go into join[1] (after a fence), which the consumers wait for
  * before their first reductions (mk_join_wait). Every CTA's producers take rows until none is
  * left, so the first CTA that runs could do them all: no CTA waits for one that is not
- * resident. y, C and the windows are read back from this launch's own fields as mk_pairs_run
- * sets them (out = y + 2 w1 bytes, out_ld = C / 2, col0 = w1 + wa, n_cols = wb). */
+ * resident. C and y are read back from this launch's own fields as mk_pairs_run sets them
+ * (out_ld = C / 2, out = y + 2 w1 bytes). */
 __device__ static __forceinline__ void mk_join_settle(const imp_args &p, int lane) {
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
-  const int64_t w1 = p.join_w1, c = 2 * p.out_ld, wa = p.col0 - w1, wb = p.n_cols;
+  const int64_t c = 2 * p.out_ld;
+  const mk_windows wd = mk_pairs_windows(c);
+  const int64_t w1 = wd.w1, wa = wd.wa, wb = wd.wb;
   char *const y = (char *)p.out - 2 * w1;
   int done = 0;
   for (;;) {
@@ -1159,7 +1190,7 @@ __global__ static void __launch_bounds__(256) k_mk_tf32_weight(const float *w, f
  * (1.11 and 1.04 times, with padding), one offset a tile, and adds every tile's products
  * into the output with 16-byte L2 reductions (red.global.add: f16 and tf32; bf16 into fp32
  * windows, mk_pairs_direct and mk_pairs_windows), the bias first (vc_cuda_fill_rows; bf16's
- * windows: k_mk_pairs_settle and mk_join_settle), then bf16's conversions. Those additions come in a varying order, so
+ * windows: k_mk_pairs_fill and mk_join_settle), then bf16's conversions. Those additions come in a varying order, so
  * it runs only outside VOXCONV_DETERMINISTIC contexts; it needs 128-byte stages and more than 128 columns (its
  * tiles are 256 wide), and takes at most 32 offsets (the 3x3x3 and 2x2x2 layers it was
  * measured on). Its tiles run chunk by chunk of rows (mk_ptile_of), so the reductions
@@ -1218,35 +1249,6 @@ static bool mk_pairs_of(const vc_plan *p, const imp_args &q, int variant) {
   return (mk_is_pairs(variant) || (variant == 0 && vc_cuda(p->ctx)->masked_form == VC_FORM_PAIRS)) && mk_pairs_apply(p, q);
 }
 
-/* bf16 (not mk_pairs_direct) adds into fp32 values, rounded once at the end, in windows of
- * the pass's C = n_cols columns (C % 8 == 0), so that they take about half an output tensor
- * of workspace, not the twice of one fp32 copy of y (suite S RES 16 and 32: extra/out 2.11;
- * bench/NOTES.md, session 37). Row i of y holds 2 C bytes, an fp32 row of C / 2 values:
- *   1. one launch adds columns [0, w1) into y's rows read as fp32 (w1 = 8 floor(C / 16) <=
- *      C / 2) and columns [w1, w1 + wa) into the workspace (rows of wa values);
- *   2. the first window becomes bf16 in place, y's bytes [0, 2 w1) of each row, which frees
- *      bytes [2 w1, 2 C);
- *   3. a second launch adds columns [w1 + wa, C) into those (wb = C - w1 - wa values, at
- *      most (C - w1) / 2);
- *   4. windows 2 and 3 become bf16 in place, y's bytes [2 w1, 2 C) (k_mk_pairs_settle).
- * Step 2 is the second launch's own (mk_join_settle): its units' main loops need nothing
- * from the first launch, so it starts on the multiprocessors the first one's last round
- * leaves idle (programmatic dependent launch), and its producers do step 2 once the first
- * launch is done, before any of its reductions. (As a launch of its own between the two,
- * step 2 kept the second launch's lone round of units, a whole unit's latency, behind the
- * first one's last: suite S RES 16, bench/NOTES.md, sessions 37 and 39.)
- * Every width and start is a multiple of 8 columns: the reductions' 16 bytes never straddle
- * two targets, rows of every window start 16-byte aligned, and so does the dgrad's TMA box
- * of weight columns at a window's start. wb <= wa, which step 4 needs (k_mk_pairs_settle). */
-typedef struct mk_windows {
-  int64_t w1, wa, wb;
-} mk_windows;
-static mk_windows mk_pairs_windows(int64_t c) {
-  mk_windows w;
-  w.w1 = 8 * (c / 16), w.wb = 8 * ((c - w.w1) / 16), w.wa = c - w.w1 - w.wb;
-  return w;
-}
-
 /* The pairs form's workspace: bf16's second window (mk_pairs_windows) and the second
  * launch's two counters after it (imp_args.join), none in f16 (mk_pairs_direct) and tf32
  * (which add into y). */
@@ -1257,33 +1259,32 @@ static size_t mk_pairs_bytes(const imp_args &q) {
   return q.dt == VC_DTYPE_F32 || mk_pairs_direct(q.dt) || q.rows == 0 ? 0 : mk_pairs_window_bytes(q) + 256;
 }
 
-/* bf16's windows into and out of fp32 (mk_pairs_windows). Phase 0 fills windows 1 and 2 with
- * the bias, a thread per four values, and zeroes the second launch's counters (join).
- * Phase 1 takes a warp a row of y (2 C bytes) and turns windows 2 and 3 into bf16 columns
- * [w1, C). It writes over fp32 values it reads, so the warp walks its row in chunks of
- * MK_SETTLE columns, each read in full before it is written (mk_settle_chunk), descending
+/* bf16's windows (mk_pairs_windows) before the first launch: windows 1 and 2 filled with the
+ * bias, a thread per four values, and the second launch's counters (join) zeroed. */
+__global__ static void __launch_bounds__(256) k_mk_pairs_fill(void *y, float *ws, int *join, int64_t rows,
+                                                             mk_windows w, const void *bias, int dt) {
+  const int64_t c = w.w1 + w.wa + w.wb, g = (w.w1 + w.wa) / 4;
+  if (blockIdx.x == 0 && threadIdx.x < 2) join[threadIdx.x] = 0;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < rows * g; i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t row = i / g, j = 4 * (i % g); /* column j < w1 + wa of window 1 or 2 takes bias j */
+    float *const t = j < w.w1 ? (float *)((char *)y + row * c * 2) + j : ws + row * w.wa + (j - w.w1);
+    *(float4 *)t = mk_bias4(bias, dt, j);
+  }
+}
+/* ... and after the second: a warp a row of y (2 C bytes) turns windows 2 and 3 into bf16
+ * columns [w1, C). It writes over fp32 values it reads, so the warp walks its row in chunks
+ * of MK_SETTLE columns, each read in full before it is written (mk_settle_chunk), descending
  * over the columns l of the two windows (l < wa: window 2's, else window 3's value l - wa):
  * chunk [l, l + S) writes over window 3's values l / 2 .. (l + S) / 2, columns wa + l / 2 ..
  * of the two, all >= l since l < wa + wb <= 2 wa: read by that chunk or an earlier one.
  * (The conversions walked in chunks of 128 columns, one load and store in flight at a time,
  * took 5-6 us a launch at suite S RES 16: latency.) */
-__global__ static void __launch_bounds__(256) k_mk_pairs_settle(void *y, float *ws, int *join, int64_t rows,
-                                                               mk_windows w, const void *bias, int dt, int phase) {
+__global__ static void __launch_bounds__(256) k_mk_pairs_settle(void *y, const float *ws, int64_t rows, mk_windows w,
+                                                               int dt) {
   const int lane = threadIdx.x & 31;
-  const int64_t c = w.w1 + w.wa + w.wb;
-  if (phase == 0) { /* column j < w1 + wa of window 1 or 2 takes bias j */
-    if (blockIdx.x == 0 && threadIdx.x < 2) join[threadIdx.x] = 0;
-    const int64_t g = (w.w1 + w.wa) / 4;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < rows * g; i += (int64_t)gridDim.x * blockDim.x) {
-      const int64_t row = i / g, j = 4 * (i % g);
-      float *const t = j < w.w1 ? (float *)((char *)y + row * c * 2) + j : ws + row * w.wa + (j - w.w1);
-      *(float4 *)t = mk_bias4(bias, dt, j);
-    }
-    return;
-  }
+  const int64_t c = w.w1 + w.wa + w.wb, n = w.wa + w.wb;
   for (int64_t row = (int64_t)blockIdx.x * 8 + threadIdx.x / 32; row < rows; row += (int64_t)gridDim.x * 8) {
     char *const yr = (char *)y + row * c * 2;
-    const int64_t n = w.wa + w.wb;
     for (int64_t top = n; top > 0; top -= MK_SETTLE)
       mk_settle_chunk(ws + row * w.wa, w.wa, (float *)(yr + 2 * w.w1), n, (uint16_t *)yr + w.w1, top - MK_SETTLE, dt,
                       lane, MK_SETTLE_U);
@@ -1398,11 +1399,10 @@ static vc_status mk_pairs_run(vc_context *ctx, const vc_plan *p, imp_args q, voi
   if (windows) {
     run[0] = {0, wd.w1 + wd.wa, wd.w1, y, ws, c / 2, wd.wa};
     run[1] = {wd.w1 + wd.wa, wd.wb, wd.wb, (char *)y + 2 * wd.w1, NULL, c / 2, 0}, nrun = 2;
-    k_mk_pairs_settle<<<vc_grid(q.rows * (wd.w1 + wd.wa) / 4), 256, 0, s>>>(y, (float *)ws, join, q.rows, wd, bias,
-                                                                             q.dt, 0);
+    k_mk_pairs_fill<<<vc_grid(q.rows * (wd.w1 + wd.wa) / 4), 256, 0, s>>>(y, (float *)ws, join, q.rows, wd, bias, q.dt);
   }
   q.bias = NULL, q.order = NULL, q.blk_mask = NULL, q.tile_order = NULL, q.nsplit = 1;
-  q.join_bias = bias, q.join_w1 = wd.w1;
+  q.join_bias = bias;
   const mk_kernel kernel = mk_pair_kernels[q.mode == MODE_DGRAD][vc_cuda_dt_index(q.dt)];
   for (int i = 0; i < nrun; i++) {
     q.col0 = (int)run[i].c0, q.n_cols = run[i].n, q.out_split = run[i].split;
@@ -1421,7 +1421,7 @@ static vc_status mk_pairs_run(vc_context *ctx, const vc_plan *p, imp_args q, voi
   }
   if (windows) /* windows 2 and 3 to bf16; after launch 1 too, as launch 2 ends after its wait */
     k_mk_pairs_settle<<<(unsigned)vc_blocks(q.rows < 8 * 65535 ? q.rows : 8 * 65535, 8), 256, 0, s>>>(
-        y, (float *)ws, join, q.rows, wd, bias, q.dt, 1);
+        y, (const float *)ws, q.rows, wd, q.dt);
   VC_CUDA_TRY(ctx, cudaGetLastError());
   return VC_OK;
 }
