@@ -300,38 +300,39 @@ VC_API vc_status vc_conv_backward_weight(vc_context *ctx, const vc_plan *p, cons
  * VC_MATH_TF32 it runs forward and backward-data on tf32 wgmma under the same conditions
  * (backward-data in row tiles also needs an aligned workspace: it holds the weight
  * transposed, K x Ci x Co x 4 bytes; the pairs form below reads it as stored); the
- * tensor cores truncate the features (and the forward's weight) to tf32, about 7e-4
- * relative error where cuBLAS's rounding gives about 3e-4. Its tf32
- * backward-weight (same conditions, aligned workspace) splits every x and dy value into a
- * bf16 pair, hi + lo, held in the workspace ((N_in x Ci + N_out x Co) x 4 bytes), and adds
- * three bf16 wgmma products, hi x hi + hi x lo + lo x hi: more accurate than tf32 (the
- * dropped term is below 2^-14 of a product). With VC_MATH_F32 and elsewhere, f32 runs
- * VC_ALGO_IMPLICIT's exact FFMA kernel. Where a forward or backward-data call has too few output
- * tiles to fill the device, it splits the reduction and its workspace holds the fp32
- * partials (vc_conv_workspace_size says how much; a workspace that is not 16-byte aligned
- * runs the call unsplit). Its forward and backward-data also have a pairs form (variant
- * "pairs.bn256"): each offset's pair list multiplied in tiles of 128 pairs, 256 columns
- * wide, each tile's products added into the output by L2 reductions (f16 and tf32; bf16
- * into fp32 values, about a quarter of the columns in the workspace (about rows x columns
- * bytes), the rest in the output's own memory, in two launches, the second converting the
- * first's columns before it adds its own, then a conversion: bf16 rounded at each addition
- * would triple its error; f16 so rounded measured 6e-4, and a partial sum past f16's range
- * is inf even where the whole sum would not be), the bias first. Where few rows share their offsets (suite S RES 16-64) it
- * multiplies far fewer zeros than the row tiles; it needs more than 128 output columns, at
- * most 32 kernel offsets and reductions of more than 64 bytes a row, and the tuner offers it
- * in f16 and tf32 at any size, in bf16 where the output as fp32 fits in half of L2. Its
- * additions come in a varying order, so a VOXCONV_DETERMINISTIC context runs the row tiles
- * instead (also where a cache line names the pairs form), as does a bf16 call without an aligned workspace. Its
- * backward-weight cuts every offset's pairs into chunks and, in the wgmma kernels, adds the
- * chunks' fp32 partials with reductions in L2 into an fp32 dW (in the workspace, or dW
- * itself in tf32; the order of those additions varies from run to run); in a
- * VOXCONV_DETERMINISTIC context it stores one partial slice per chunk and adds them in a
- * fixed order instead (fewer chunks, a larger workspace, somewhat slower); with one chunk it
- * stores dW directly, repeatable in any context. Forward and backward-data results are
- * repeatable bit for bit (split partials are added in a fixed order), except in the pairs
- * form; backward-weight's only in a VOXCONV_DETERMINISTIC context (there its implicit
- * fallback also runs with one split; it does so too, and is repeatable, where the layer's
- * tiles fill the GPU alone).
+ * tensor cores truncate the features (and the forward's weight) to tf32, about 7e-4 relative
+ * error where cuBLAS's rounding gives about 3e-4. Its tf32 backward-weight (same conditions,
+ * aligned workspace) splits every x and dy value into a bf16 pair, hi + lo (dy as the kernel
+ * loads it; x into the workspace a slice of its columns at a time, one launch a slice, N_in
+ * x slice x 4 bytes, a slice as many whole tiles as keep that within half of dy's bytes, at
+ * least one), and adds three bf16 wgmma products, hi x hi + hi x lo + lo x hi: more accurate
+ * than tf32 (the dropped term is below 2^-14 of a product). With VC_MATH_F32 and elsewhere,
+ * f32 runs VC_ALGO_IMPLICIT's exact FFMA kernel. Where a forward or backward-data call has
+ * too few output tiles to fill the device, it splits the reduction and its workspace holds
+ * the fp32 partials (vc_conv_workspace_size says how much; a workspace that is not 16-byte
+ * aligned runs the call unsplit). Its forward and backward-data also have a pairs form
+ * (variant "pairs.bn256"): each offset's pair list multiplied in tiles of 128 pairs, 256
+ * columns wide, each tile's products added into the output by L2 reductions (f16 and tf32;
+ * bf16 into fp32 values, about a quarter of the columns in the workspace (about rows x
+ * columns bytes), the rest in the output's own memory, in two launches, the second
+ * converting the first's columns before it adds its own, then a conversion: bf16 rounded at
+ * each addition would triple its error; f16 so rounded measured 6e-4, and a partial sum past
+ * f16's range is inf even where the whole sum would not be), the bias first. Where few rows
+ * share their offsets (suite S RES 16-64) it multiplies far fewer zeros than the row tiles;
+ * it needs more than 128 output columns, at most 32 kernel offsets and reductions of more
+ * than 64 bytes a row, and the tuner offers it in f16 and tf32 at any size, in bf16 where
+ * the output as fp32 fits in half of L2. Its additions come in a varying order, so a
+ * VOXCONV_DETERMINISTIC context runs the row tiles instead (also where a cache line names
+ * the pairs form), as does a bf16 call without an aligned workspace. Its backward-weight
+ * cuts every offset's pairs into chunks and, in the wgmma kernels, adds the chunks' fp32
+ * partials with reductions in L2 into an fp32 dW (in the workspace, or dW itself in tf32;
+ * the order of those additions varies from run to run); in a VOXCONV_DETERMINISTIC context
+ * it stores one partial slice per chunk and adds them in a fixed order instead (fewer
+ * chunks, a larger workspace, somewhat slower); with one chunk it stores dW directly,
+ * repeatable in any context. Forward and backward-data results are repeatable bit for bit
+ * (split partials are added in a fixed order), except in the pairs form; backward-weight's
+ * only in a VOXCONV_DETERMINISTIC context (there its implicit fallback also runs with one
+ * split; it does so too, and is repeatable, where the layer's tiles fill the GPU alone).
  * Read by vc_context_create: VOXCONV_WGMMA=0 removes VC_ALGO_MASKED (for comparisons);
  * VOXCONV_MASKED_BN=64|96|128|256 fixes its tile width (else chosen per call from the
  * channels and the grid; backward-weight has no 96 and runs 128 for it, and in tf32 runs 128

@@ -263,7 +263,7 @@ vc_status vc_cuda_tensor_map_3d(vc_context *ctx, CUtensorMap *map, CUtensorMapDa
 /* hopper/wgrad.cu: VC_ALGO_MASKED's backward-weight (dw, and db when not NULL) on sm_90a
  * devices, same conditions and a 16-byte aligned workspace (16-bit with several chunks: the
  * fp32 dW, or in a deterministic context the chunks' partial slices, as tf32 there too;
- * tf32: the bf16 split of x and dy).
+ * tf32: the bf16 split of a slice of x's columns; dy is split in the kernel).
  * variant: VC_WR_PAIRS or VC_WR_ROWS, else pairs; q: the wgrad's arguments plus the
  * forward's order, blk_mask and tab (the rows form's) and the plan's pair_start (the pairs
  * form's chunks). */

@@ -1009,22 +1009,23 @@ static void run_twice(vc_context *ctx, const vc_plan *p, conv_data *cd, const vc
  * offset's pair list in tiles of 128 pairs, 256 columns wide, and add them into the output
  * (f16, tf32) or fp32 windows of it (bf16: most in y's own memory, mk_pairs_windows) with L2
  * reductions. All passes of a submanifold plan (K 27) and a strided one (K 8: offsets of
- * unequal pair counts, last tiles of fewer than 64 pairs) in f16, bf16 and tf32, with columns past one tile ending in a partial one (520, 264)
- * and reductions ending in partial chunks (264, 136). Where the form does not apply the tiles
- * form runs: 24 input channels (the 16-bit forward's 64-byte stages), the dgrad's 24 columns, a
- * 5x5x5 plan (K 125, f16). --small: the first channel pair only. The library's count of
- * pairs-form calls (vc_cuda_masked_pairs_runs) must grow by exactly the calls where the form
- * applies; the bf16 forward's workspace holds at most 0.6 of y's bytes (its fp32 window of
- * about a quarter of the columns, odd widths rounded), f16's none (it adds into y).
- * In a VOXCONV_DETERMINISTIC context with the variable set the tiles form runs (the count
- * stays), bitwise repeatable; so it does with VOXCONV_MASKED_FORM=rows, and for a bf16 forward
- * given an unaligned workspace (the form's fp32 window needs an aligned one), where f16's runs
- * the form; a bad value is refused. The form runs its tiles chunk by chunk of output rows: one
- * chunk at these sizes (where the rows it adds into fit in half of L2), and with
- * VOXCONV_MASKED_PAIR_ROWS=1 one 256-row block a chunk (16 x 27 table entries at 4000 sites:
- * more than a thread each; bad values refused), checked against the reference for the first
- * channel pair of each plan and dtype. A plan with no outputs (a sparse plan whose output_bound
- * leaves none) runs its dgrad in the form, f16 and bf16: no pairs, no launch, dx zero. */
+ * unequal pair counts, last tiles of fewer than 64 pairs) in f16, bf16 and tf32, with columns
+ * past one tile ending in a partial one (520, 264) and reductions ending in partial chunks
+ * (264, 136). Where the form does not apply the tiles form runs: 24 input channels (the 16-bit
+ * forward's 64-byte stages), the dgrad's 24 columns, a 5x5x5 plan (K 125, f16). --small: the
+ * first channel pair only. The library's count of pairs-form calls (vc_cuda_masked_pairs_runs)
+ * must grow by exactly the calls where the form applies; the bf16 forward's workspace holds at
+ * most 0.6 of y's bytes (its fp32 window of about a quarter of the columns, odd widths
+ * rounded), f16's none (it adds into y). In a VOXCONV_DETERMINISTIC context with the variable
+ * set the tiles form runs (the count stays), bitwise repeatable; so it does with
+ * VOXCONV_MASKED_FORM=rows, and for a bf16 forward given an unaligned workspace (the form's
+ * fp32 window needs an aligned one), where f16's runs the form; a bad value is refused. The
+ * form runs its tiles chunk by chunk of output rows: one chunk at these sizes (where the rows
+ * it adds into fit in half of L2), and with VOXCONV_MASKED_PAIR_ROWS=1 one 256-row block a
+ * chunk (16 x 27 table entries at 4000 sites: more than a thread each; bad values refused),
+ * checked against the reference for the first channel pair of each plan and dtype. A plan with
+ * no outputs (a sparse plan whose output_bound leaves none) runs its dgrad in the form, f16 and
+ * bf16: no pairs, no launch, dx zero. */
 int64_t vc_cuda_masked_pairs_runs(const vc_context *ctx);   /* masked.cu; in no public header */
 int64_t vc_cuda_masked_pairs_chunks(const vc_context *ctx); /* the last pairs call's chunks */
 
@@ -1253,7 +1254,7 @@ static void test_masked_wgrad_fallback(void) {
       const int64_t tiles = (a.out_channels + 127) / 128 * ((a.in_channels + 127) / 128);
       const bool unsplit = 27 * tiles >= 2 * (int64_t)n_sm;
       /* 16-bit only: f32's dW is the accumulator itself, and its workspace holds the tf32
-       * kernel's bf16 split of x and dy where the shape would take that kernel */
+       * kernel's bf16 split of a slice of x where the shape would take that kernel */
       if (a.dtype != VC_DTYPE_F32)
         CHECK(unsplit ? ws < dw32 : ws >= dw32, "%s: workspace %zu bytes, the fp32 dW %zu: expected %s", what, ws,
               dw32, unsplit ? "no copy" : "the copy");

@@ -464,6 +464,7 @@ __device__ static __forceinline__ void mk_join_settle(const imp_args &p, int lan
   const mk_windows wd = mk_pairs_windows(c);
   const int64_t w1 = wd.w1, wa = wd.wa, wb = wd.wb;
   char *const y = (char *)p.out - 2 * w1;
+  const int u = 4; /* 128-value steps a chunk: fewer registers than k_mk_pairs_settle's MK_SETTLE_U */
   int done = 0;
   for (;;) {
     int row = 0;
@@ -472,7 +473,7 @@ __device__ static __forceinline__ void mk_join_settle(const imp_args &p, int lan
     if (row >= p.rows) break;
     char *const yr = y + (int64_t)row * c * 2;
     float *const t1 = (float *)yr, *const t3 = (float *)(yr + 2 * w1);
-    for (int64_t j = 0; j < w1; j += 512) mk_settle_chunk(t1, w1, t1, w1, (uint16_t *)yr, j, p.dt, lane, 4);
+    for (int64_t j = 0; j < w1; j += 128 * u) mk_settle_chunk(t1, w1, t1, w1, (uint16_t *)yr, j, p.dt, lane, u);
     for (int64_t j = 4 * lane; j < wb; j += 128) *(float4 *)(t3 + j) = mk_bias4(p.join_bias, p.dt, w1 + wa + j);
     done++;
   }
@@ -1190,11 +1191,12 @@ __global__ static void __launch_bounds__(256) k_mk_tf32_weight(const float *w, f
  * (1.11 and 1.04 times, with padding), one offset a tile, and adds every tile's products
  * into the output with 16-byte L2 reductions (red.global.add: f16 and tf32; bf16 into fp32
  * windows, mk_pairs_direct and mk_pairs_windows), the bias first (vc_cuda_fill_rows; bf16's
- * windows: k_mk_pairs_fill and mk_join_settle), then bf16's conversions. Those additions come in a varying order, so
- * it runs only outside VOXCONV_DETERMINISTIC contexts; it needs 128-byte stages and more than 128 columns (its
- * tiles are 256 wide), and takes at most 32 offsets (the 3x3x3 and 2x2x2 layers it was
- * measured on). Its tiles run chunk by chunk of rows (mk_ptile_of), so the reductions
- * resolve in L2 at any size; the tuner offers it as vc_cuda_masked_variants says. */
+ * windows: k_mk_pairs_fill and mk_join_settle), then bf16's conversions. Those additions
+ * come in a varying order, so it runs only outside VOXCONV_DETERMINISTIC contexts; it needs
+ * 128-byte stages and more than 128 columns (its tiles are 256 wide), and takes at most 32
+ * offsets (the 3x3x3 and 2x2x2 layers it was measured on). Its tiles run chunk by chunk of
+ * rows (mk_ptile_of), so the reductions resolve in L2 at any size; the tuner offers it as
+ * vc_cuda_masked_variants says. */
 
 /* Bytes of the rows the pairs form adds into: the pass's output rows, in f16 (mk_pairs_direct)
  * or fp32 (bf16's launches add into at most 3 / 4 of them, mk_pairs_windows: its chunks are
@@ -1291,9 +1293,9 @@ __global__ static void __launch_bounds__(256) k_mk_pairs_settle(void *y, const f
   }
 }
 
-/* The pairs form's workspace window and counters (bf16 only), or the row tiles' tf32 dgrad's transposed weight
- * and split partials (a bf16 pairs call without an aligned workspace runs the tiles unsplit:
- * no partials). */
+/* The pairs form's workspace window and counters (bf16 only), or the row tiles' tf32
+ * dgrad's transposed weight and split partials (a bf16 pairs call without an aligned
+ * workspace runs the tiles unsplit: no partials). */
 size_t vc_cuda_masked_workspace(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int variant) {
   const imp_args q = imp_shape(p, a, pass);
   if (mk_pairs_of(p, q, variant)) return mk_pairs_bytes(q);

@@ -787,10 +787,11 @@ __global__ static void k_wr_split(const float *src, int64_t n, int64_t ld, int64
     }
 }
 
-/* The fp32 dW [co][K][ci] of the add form as dims {ci, K, co}: box {32, 1, 64}, one
- * consumer's 64 rows of 32 columns, 128-byte swizzled. */
-static vc_status wr_dw_map(vc_context *ctx, const imp_args &q, int64_t ci, float *dw, CUtensorMap *map) {
-  const cuuint64_t dims[3] = {(cuuint64_t)ci, (cuuint64_t)q.K, (cuuint64_t)q.co};
+/* The fp32 dW [co][K][out_ld] of the add form (all input channels: a launch's start at
+ * col0) as dims {out_ld, K, co}: box {32, 1, 64}, one consumer's 64 rows of 32 columns,
+ * 128-byte swizzled. */
+static vc_status wr_dw_map(vc_context *ctx, const imp_args &q, float *dw, CUtensorMap *map) {
+  const cuuint64_t dims[3] = {(cuuint64_t)q.out_ld, (cuuint64_t)q.K, (cuuint64_t)q.co};
   const cuuint64_t strides[2] = {dims[0] * 4, dims[0] * dims[1] * 4};
   const cuuint32_t box[3] = {32, 1, 64};
   return vc_cuda_tensor_map_3d(ctx, map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, dw, dims, strides, box,
@@ -819,7 +820,7 @@ vc_status vc_cuda_masked_wgrad_run(vc_context *ctx, const vc_plan *p, const vc_c
   CUtensorMap dmap;
   memset(&dmap, 0, sizeof dmap); /* unread by the slices form */
   if (sh.add && sh.blocks > 0) {
-    const vc_status e = wr_dw_map(ctx, q, args.ci, sums, &dmap);
+    const vc_status e = wr_dw_map(ctx, q, sums, &dmap);
     if (e != VC_OK) return e;
   }
   void *tmp = splits + wr_splits_bytes(p, sh); /* the bias gradient's partials */
