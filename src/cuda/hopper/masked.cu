@@ -1252,13 +1252,14 @@ static bool mk_pairs_of(const vc_plan *p, const imp_args &q, int variant) {
 }
 
 /* The pairs form's workspace: bf16's second window (mk_pairs_windows) and the second
- * launch's two counters after it (imp_args.join), none in f16 (mk_pairs_direct) and tf32
- * (which add into y). */
+ * launch's two counters after it (imp_args.join, MK_JOIN_BYTES: the workspace's 256-byte
+ * rounding), none in f16 (mk_pairs_direct) and tf32 (which add into y). */
+#define MK_JOIN_BYTES 256
 static size_t mk_pairs_window_bytes(const imp_args &q) {
   return (size_t)vc_round_up(q.rows * mk_pairs_windows(q.n_cols).wa * 4, 256);
 }
 static size_t mk_pairs_bytes(const imp_args &q) {
-  return q.dt == VC_DTYPE_F32 || mk_pairs_direct(q.dt) || q.rows == 0 ? 0 : mk_pairs_window_bytes(q) + 256;
+  return q.dt == VC_DTYPE_F32 || mk_pairs_direct(q.dt) || q.rows == 0 ? 0 : mk_pairs_window_bytes(q) + MK_JOIN_BYTES;
 }
 
 /* bf16's windows (mk_pairs_windows) before the first launch: windows 1 and 2 filled with the
