@@ -164,12 +164,35 @@ struct vc_plan {
   /* Backend memory (host for CPU): coords [n,4], pairs grouped by offset. */
   int32_t *in_coords;
   int32_t *out_coords;      /* == in_coords for submanifold */
+  /* The pairs of offsets 0 .. lists-1, entries 0 .. offsets[lists]-1, ascending by output
+   * row within an offset. lists is K, or K/2 in the CUDA backend's submanifold plans, whose
+   * other pairs follow from these (vc_plan_list): the centre's are (o, o) for every row o,
+   * both rows read from pair_self (0 .. n_out-1; NULL where lists is K), and offset r past
+   * it, the opposite displacement of offset K-1-r, has that offset's pairs with the two rows
+   * swapped (in that list's order: ascending by input row). At suite S RES 1024 that keeps
+   * 5.9 of the 12.8 pairs a site, and a word a site for the centre. */
   int32_t *pair_in;
   int32_t *pair_out;
+  int32_t *pair_self;
+  int32_t lists;
   void *backend_data;
   size_t mem_bytes;         /* backend memory the plan owns (vc_plan_memory_bytes), set by the
                                backend's plan_build */
 };
+
+/* Offset r's pairs as stored: pair j (offsets[r] <= j < offsets[r+1]) has output row
+ * out[j - shift] and input row in[j - shift]. */
+typedef struct vc_pair_list {
+  const int32_t *out, *in;
+  int64_t shift;
+} vc_pair_list;
+static inline vc_pair_list vc_plan_list(const vc_plan *p, int r) {
+  vc_pair_list l = {p->pair_out, p->pair_in, 0};
+  if (r == p->lists) l.out = l.in = p->pair_self, l.shift = p->offsets[r];
+  else if (r > p->lists)
+    l.out = p->pair_in, l.in = p->pair_out, l.shift = p->offsets[r] - p->offsets[p->kvol - 1 - r];
+  return l;
+}
 
 /* One device's implementation. Arguments reaching it are already validated. */
 struct vc_backend {
@@ -183,6 +206,9 @@ struct vc_backend {
   /* Copies `bytes` of plan memory to caller memory of the same device. */
   vc_status (*copy_out)(const vc_plan *p, void *dst, const void *src, size_t bytes,
                         void *stream);
+  /* The whole kernel map (vc_plan_kernel_map's in_index and out_index, either NULL to skip
+   * it) into caller memory of the same device, from the lists the plan keeps. */
+  vc_status (*kernel_map)(const vc_plan *p, int32_t *in_index, int32_t *out_index, void *stream);
   /* The execute functions and the workspace size receive a resolved a->algo, and those with
    * tunable variants (see vc_choice) the variant. */
   vc_status (*workspace_size)(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int variant,

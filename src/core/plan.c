@@ -159,6 +159,7 @@ vc_status vc_plan_create(vc_context *ctx, const vc_conv_desc *desc, const int32_
   p->ctx = ctx;
   p->desc = d;
   p->kvol = d.kernel_size[0] * d.kernel_size[1] * d.kernel_size[2];
+  p->lists = p->kvol; /* a backend may keep fewer (vc_plan.lists) */
   p->n_in = d.kind == VC_CONV_INVERSE ? paired->n_out : n;
   s = ctx->backend->plan_build(ctx, p, coords, paired, stream);
   if (s != VC_OK) {
@@ -194,10 +195,7 @@ vc_status vc_plan_out_coords(const vc_plan *p, int32_t *coords_out, void *stream
 vc_status vc_plan_kernel_map(const vc_plan *p, int64_t *offsets, int32_t *in_index, int32_t *out_index,
                              void *stream) {
   if (!p) return vc_fail(NULL, VC_ERR_INVALID_ARGUMENT, "vc_plan_kernel_map: plan is NULL");
-  size_t bytes = (size_t)p->n_pairs * sizeof(int32_t);
-  vc_status s = VC_OK;
   if (offsets) memcpy(offsets, p->offsets, (size_t)(p->kvol + 1) * sizeof(int64_t));
-  if (s == VC_OK && in_index && bytes) s = p->ctx->backend->copy_out(p, in_index, p->pair_in, bytes, stream);
-  if (s == VC_OK && out_index && bytes) s = p->ctx->backend->copy_out(p, out_index, p->pair_out, bytes, stream);
-  return s;
+  if (p->n_pairs == 0 || (!in_index && !out_index)) return VC_OK;
+  return p->ctx->backend->kernel_map(p, in_index, out_index, stream);
 }

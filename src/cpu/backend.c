@@ -10,6 +10,14 @@ static vc_status cpu_copy_out(const vc_plan *p, void *dst, const void *src, size
   return VC_OK;
 }
 
+/* The CPU keeps every offset's list (lists == K). */
+static vc_status cpu_kernel_map(const vc_plan *p, int32_t *in_index, int32_t *out_index, void *stream) {
+  const size_t bytes = (size_t)p->n_pairs * sizeof(int32_t);
+  if (in_index) cpu_copy_out(p, in_index, p->pair_in, bytes, stream);
+  if (out_index) cpu_copy_out(p, out_index, p->pair_out, bytes, stream);
+  return VC_OK;
+}
+
 static vc_status cpu_workspace_size(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int variant, size_t *bytes) {
   vc_cpu_ws ws;
   vc_cpu_ws_layout(p, a, pass, &ws);
@@ -24,6 +32,7 @@ const vc_backend vc_cpu_backend = {
     .plan_build = vc_cpu_plan_build,
     .plan_release = vc_cpu_plan_release,
     .copy_out = cpu_copy_out,
+    .kernel_map = cpu_kernel_map,
     .workspace_size = cpu_workspace_size,
     .forward = vc_cpu_forward,
     .backward_data = vc_cpu_backward_data,

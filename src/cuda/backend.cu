@@ -132,6 +132,11 @@ static vc_status cuda_copy_out(const vc_plan *p, void *dst, const void *src, siz
   return VC_OK;
 }
 
+static vc_status cuda_kernel_map(const vc_plan *p, int32_t *in_index, int32_t *out_index, void *stream) {
+  vc_status st = use_device(p->ctx);
+  return st == VC_OK ? vc_cuda_kernel_map(p, in_index, out_index, (cudaStream_t)stream) : st;
+}
+
 static vc_status cuda_workspace_size(const vc_plan *p, const vc_conv_args *a, vc_pass pass, int variant, size_t *bytes) {
   *bytes = a->algo == VC_ALGO_EXPLICIT ? vc_cuda_explicit_workspace(p, a, pass)
                                        : vc_cuda_implicit_workspace(p, a, pass, variant);
@@ -291,6 +296,7 @@ const vc_backend vc_cuda_backend = {
     cuda_plan_build,
     vc_cuda_plan_release,
     cuda_copy_out,
+    cuda_kernel_map,
     cuda_workspace_size,
     cuda_forward,
     cuda_backward_data,

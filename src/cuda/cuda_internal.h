@@ -68,7 +68,10 @@ typedef struct vc_cuda_plan {
   int64_t *pair_start;  /* [K, ceil(n_out / VC_PAIR_ROWS)] the index of offset r's first pair
                            whose output row is in row block b or past it (within an offset
                            the pairs ascend by output row): the wgrad's chunks by row range,
-                           and the masked pairs form's */
+                           and the masked pairs form's. An offset without a list of its own
+                           (vc_plan.lists) counts by its input rows instead, the order its
+                           pairs come in: the centre's block b is its rows b VC_PAIR_ROWS
+                           on, and offset r past it starts where offset K-1-r's block b does */
 } vc_cuda_plan;
 
 /* Rows of a pair_start block (the pair kernels' rows a CTA). */
@@ -162,6 +165,8 @@ vc_status vc_cuda_kmap_init(vc_context *ctx, size_t optin);
 vc_status vc_cuda_plan_build(vc_context *ctx, vc_plan *p, const int32_t *coords, const vc_plan *paired,
                              void *stream);
 void vc_cuda_plan_release(vc_plan *p);
+/* vc_plan_kernel_map's in_index and out_index (either NULL to skip it) on stream s. */
+vc_status vc_cuda_kernel_map(const vc_plan *p, int32_t *in_index, int32_t *out_index, cudaStream_t s);
 /* The regrouped order of plan p and its block masks and tile order (NULL where p has no
  * tile order; see vc_cuda_plan), built on stream s by the first call that asks (later calls
  * on other streams wait for it there), from windows of 8192 rows where that call says

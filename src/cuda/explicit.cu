@@ -90,34 +90,38 @@ extern "C" vc_status vc_cuda_explicit_run(vc_context *ctx, const vc_plan *p, con
   if (pass == VC_PASS_BACKWARD_WEIGHT) {
     float *acc = f32 ? (float *)out0 : w.acc;
     VC_CUDA_TRY(ctx, cudaMemsetAsync(acc, 0, (size_t)(co * K * ci) * sizeof(float), s));
-    for (int64_t r = 0; r < K; r++)
+    for (int r = 0; r < K; r++) {
+      const vc_pair_list l = vc_plan_list(p, r);
       for (int64_t b = p->offsets[r]; b < p->offsets[r + 1]; b += ch) {
         const int64_t m = p->offsets[r + 1] - b < ch ? p->offsets[r + 1] - b : ch;
-        k_gather<<<vc_grid(m * ci), 256, 0, s>>>(w.ga, in0, p->pair_in + b, m, ci, es);
-        k_gather<<<vc_grid(m * co), 256, 0, s>>>(w.gb, in1, p->pair_out + b, m, co, es);
+        k_gather<<<vc_grid(m * ci), 256, 0, s>>>(w.ga, in0, l.in + (b - l.shift), m, ci, es);
+        k_gather<<<vc_grid(m * co), 256, 0, s>>>(w.gb, in1, l.out + (b - l.shift), m, co, es);
         /* dW_r^T (ci x co) += X^T (ci x m) * G (m x co) */
         BLAS_TRY(ctx, cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_T, (int)ci, (int)co, (int)m, &one, w.ga, t, (int)ci, w.gb, t,
                                    (int)co, &one, acc + r * ci, CUDA_R_32F, (int)(K * ci), ct, CUBLAS_GEMM_DEFAULT));
       }
+    }
     vc_cuda_wgrad_finish(out0, a->dtype, acc, f32 ? 0 : 1, co * K * ci, out1, in1, p->n_out, co, w.sums, 0, s);
     VC_CUDA_TRY(ctx, cudaGetLastError());
     return VC_OK;
   }
   const bool fwd = pass == VC_PASS_FORWARD;
   const int64_t c_src = fwd ? ci : co, c_dst = fwd ? co : ci, n_dst = fwd ? p->n_out : p->n_in;
-  const int32_t *src_idx = fwd ? p->pair_in : p->pair_out, *dst_idx = fwd ? p->pair_out : p->pair_in;
   float *acc = f32 ? (float *)out0 : w.acc;
   vc_cuda_fill_rows(acc, VC_DTYPE_F32, n_dst, c_dst, fwd ? in2 : NULL, a->dtype, s);
-  for (int64_t r = 0; r < K; r++)
+  for (int r = 0; r < K; r++) {
+    const vc_pair_list l = vc_plan_list(p, r);
+    const int32_t *src_idx = fwd ? l.in : l.out, *dst_idx = fwd ? l.out : l.in;
     for (int64_t b = p->offsets[r]; b < p->offsets[r + 1]; b += ch) {
       const int64_t m = p->offsets[r + 1] - b < ch ? p->offsets[r + 1] - b : ch;
-      k_gather<<<vc_grid(m * c_src), 256, 0, s>>>(w.ga, in0, src_idx + b, m, c_src, es);
+      k_gather<<<vc_grid(m * c_src), 256, 0, s>>>(w.ga, in0, src_idx + (b - l.shift), m, c_src, es);
       /* forward: C^T (co x m) = W_r (co x ci) * A^T; backward-data: C^T (ci x m) = W_r^T * G^T */
       BLAS_TRY(ctx, cublasGemmEx(h, fwd ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, (int)c_dst, (int)m, (int)c_src, &one,
                                  (const char *)in1 + r * ci * es, t, (int)(K * ci), w.ga, t, (int)c_src, &zero, w.gc,
                                  CUDA_R_32F, (int)c_dst, ct, CUBLAS_GEMM_DEFAULT));
-      k_scatter_add<<<vc_grid(m * c_dst), 256, 0, s>>>(acc, w.gc, dst_idx + b, m, c_dst);
+      k_scatter_add<<<vc_grid(m * c_dst), 256, 0, s>>>(acc, w.gc, dst_idx + (b - l.shift), m, c_dst);
     }
+  }
   if (!f32) vc_cuda_add_slices(out0, a->dtype, acc, 1, n_dst * c_dst, s);
   VC_CUDA_TRY(ctx, cudaGetLastError());
   return VC_OK;

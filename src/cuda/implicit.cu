@@ -74,7 +74,7 @@ __device__ static __forceinline__ void tc_load_stage(const imp_args &p, const ti
       const int c = threadIdx.x + h * TC_THREADS, k = c / 16, q = c % 16; /* [BK rows][128 contiguous] */
       const int64_t j = t.j0 + (int64_t)it * TC_BK + k;
       const bool ok = j < t.j1;
-      const int64_t ro = ok ? p.pout[j] : 0, ri = ok ? p.pin[j] : 0;
+      const int64_t ro = ok ? t.lo[j] : 0, ri = ok ? t.li[j] : 0;
       load8(sA + k * (TC_BM + TC_PAD) + q * 8, a_src + ro * p.co + t.m0 + q * 8, ok, t.m0 + q * 8, p.co, p.fast, a_src);
       load8(sB + k * (TC_BN + TC_PAD) + q * 8, b_src + ri * p.ci + t.n0 + q * 8, ok, t.n0 + q * 8, p.ci, p.fast, b_src);
     }
@@ -308,8 +308,8 @@ __device__ static __forceinline__ void ff_load(const imp_args &p, const tile_pos
       const int64_t j = t.j0 + (int64_t)it * FF_BK + k;
       const bool ok = j < t.j1;
       const int64_t co = t.m0 + mn, ci = t.n0 + mn;
-      sA[k][mn] = ld_or0(a_src + (ok ? (int64_t)p.pout[j] * p.co + co : 0), ok && co < p.co);
-      sB[k][mn] = ld_or0(b_src + (ok ? (int64_t)p.pin[j] * p.ci + ci : 0), ok && ci < p.ci);
+      sA[k][mn] = ld_or0(a_src + (ok ? (int64_t)t.lo[j] * p.co + co : 0), ok && co < p.co);
+      sB[k][mn] = ld_or0(b_src + (ok ? (int64_t)t.li[j] * p.ci + ci : 0), ok && ci < p.ci);
       continue;
     }
     const int a = it / t.nkc, col = act[a], rw = p.flip ? p.K - 1 - col : col;
@@ -331,7 +331,11 @@ __device__ static __forceinline__ void ff_load(const imp_args &p, const tile_pos
   }
 }
 
-__global__ void __launch_bounds__(FF_THREADS) k_implicit_ffma(const imp_args p) {
+/* Five CTAs a multiprocessor (at most 48 registers, no spill): the wgrad's two list
+ * pointers a tile (tile_pos.po, pi: vc_plan.lists) take it to 57-58 registers and four CTAs,
+ * which made its forward launches in suite L f32 3-12 % longer (ncu, bench/NOTES.md,
+ * session 42). */
+__global__ void __launch_bounds__(FF_THREADS, 5) k_implicit_ffma(const imp_args p) {
   __shared__ float sA[FF_BK][FF_BM], sB[FF_BK][FF_BN];
   TILE_SETUP(FF_BM, FF_BN, FF_BK, false);
   const int tm = (threadIdx.x / 16) * 4, tn = (threadIdx.x % 16) * 4;
@@ -409,7 +413,8 @@ imp_args imp_shape(const vc_plan *p, const vc_conv_args *a, vc_pass pass) {
   imp_args q;
   memset(&q, 0, sizeof q);
   q.mode = pass == VC_PASS_FORWARD ? MODE_FWD : pass == VC_PASS_BACKWARD_DATA ? MODE_DGRAD : MODE_WGRAD;
-  q.dt = a->dtype, q.K = p->kvol, q.ci = a->in_channels, q.co = a->out_channels;
+  q.dt = a->dtype, q.K = p->kvol, q.ci = a->in_channels, q.co = a->out_channels, q.lists = p->lists;
+  q.pin = p->pair_in, q.pout = p->pair_out, q.pself = p->pair_self;
   if (q.mode == MODE_FWD) q.rows = p->n_out, q.n_cols = q.co, q.c_red = q.ci;
   else if (q.mode == MODE_DGRAD) q.rows = p->n_in, q.n_cols = q.ci, q.c_red = q.co;
   return q;
@@ -428,7 +433,7 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
   imp_args q = imp_shape(p, a, pass);
   q.w = in1;
   /* the wgrad's reduction, and masked's pairs form of the forward and dgrad */
-  q.pin = p->pair_in, q.pout = p->pair_out, q.offsets = cp->offsets_dev;
+  q.offsets = cp->offsets_dev;
   if (q.mode == MODE_FWD) {
     q.order = cp->order, q.blk_mask = cp->blk_mask, q.tile_order = cp->tile_order, q.tab = cp->nb;
     q.a_src = in0, q.bias = in2, q.out = out0;

@@ -31,7 +31,8 @@ typedef struct imp_args {
   const void *a_src, *b_src, *w, *bias;
   const void *b_lo; /* wgrad in tf32: the bf16 lo half of b_src, x's split (hopper/wgrad.cu) */
   void *out;
-  const int32_t *pin, *pout;
+  const int32_t *pin, *pout, *pself;
+  int lists;              /* the offsets with lists (vc_plan.lists; imp_sel) */
   const int64_t *offsets; /* device copy, wgrad */
   const int64_t *pair_start; /* the plan's [K, pblocks] pair starts by row block: the wgrad's
                               * chunks by row range (chunk_of), the masked pairs form's chunks */
@@ -57,12 +58,46 @@ typedef struct imp_args {
  * pointer NULL: vc_cuda_implicit_run fills in the rest, the masked sizes need no more. */
 imp_args imp_shape(const vc_plan *p, const vc_conv_args *a, vc_pass pass);
 
+/* Offset r's pairs as the plan stores them (the core's vc_plan_list): its lists, by
+ * imp_sel (IMP_OWN: pout and pin; IMP_MIRROR: offset K-1-r's, swapped; IMP_SELF: a mirrored
+ * plan's centre, pself twice), whose entry j - imp_shift is pair j of the plan's numbering. */
+enum { IMP_OWN = 0, IMP_MIRROR = 1, IMP_SELF = 2 };
+__device__ static __forceinline__ int imp_sel(const imp_args &p, int r) {
+  return r < p.lists ? IMP_OWN : r > p.lists ? IMP_MIRROR : IMP_SELF;
+}
+__device__ static __forceinline__ int64_t imp_shift(const imp_args &p, int r) {
+  return r < p.lists ? 0 : r > p.lists ? p.offsets[r] - p.offsets[p.K - 1 - r] : p.offsets[r];
+}
+__device__ static __forceinline__ const int32_t *imp_out_list(const imp_args &p, int sel) {
+  return sel == IMP_OWN ? p.pout : sel == IMP_MIRROR ? p.pin : p.pself;
+}
+__device__ static __forceinline__ const int32_t *imp_in_list(const imp_args &p, int sel) {
+  return sel == IMP_OWN ? p.pin : sel == IMP_MIRROR ? p.pout : p.pself;
+}
+/* Runs the statements with lo and li, the output and input lists of sel, bound to the
+ * kernel parameters themselves (a uniform branch; the Hopper wgrad's producers, whose
+ * pointers chosen into registers cost 2-3 % a launch: bench/NOTES.md, session 42). */
+#define IMP_WITH_LISTS(p, sel, lo, li, ...)                                                                 \
+  do {                                                                                                      \
+    if ((sel) == IMP_OWN) {                                                                                 \
+      const int32_t *const lo = (p).pout, *const li = (p).pin;                                              \
+      __VA_ARGS__;                                                                                          \
+    } else if ((sel) == IMP_MIRROR) {                                                                       \
+      const int32_t *const lo = (p).pin, *const li = (p).pout;                                              \
+      __VA_ARGS__;                                                                                          \
+    } else {                                                                                                \
+      const int32_t *const lo = (p).pself, *const li = (p).pself;                                           \
+      __VA_ARGS__;                                                                                          \
+    }                                                                                                       \
+  } while (0)
+
 /* ---- per-block setup shared by the kernels (mma.sync, FFMA, masked) ---------------------------------------------- */
 
 typedef struct tile_pos {
   int64_t m0, n0;  /* first row (M) and column (N) of the tile */
   int r;           /* wgrad: the offset */
-  int64_t j0, j1;  /* wgrad: pair range */
+  int64_t j0, j1;  /* wgrad: its pairs' range, numbered as its lists store them */
+  const int32_t *lo, *li; /* wgrad: its output and input rows' lists (imp_sel) */
   int n_it;        /* k iterations */
   int nkc;         /* fwd/dgrad: reduction chunks per offset */
 } tile_pos;
@@ -135,6 +170,9 @@ __device__ static __forceinline__ tile_pos tile_setup(const imp_args &p, int bm,
     t.j1 = min(hi, t.j0 + p.split_len);
     t.n_it = t.j1 > t.j0 ? (int)((t.j1 - t.j0 + bk - 1) / bk) : 0;
     t.nkc = 0;
+    const int64_t shift = imp_shift(p, t.r);
+    const int sel = imp_sel(p, t.r);
+    t.lo = imp_out_list(p, sel), t.li = imp_in_list(p, sel), t.j0 -= shift, t.j1 -= shift;
     return t;
   }
   const int64_t bid = blockIdx.x;
@@ -182,8 +220,9 @@ __device__ static __forceinline__ int32_t gather_row(const imp_args &p, const in
   return map_row(p, rowid, col, m);
 }
 
-/* Pairs [*j0, *j1) of offset r whose output rows lie in row blocks [b0, b1) of p.pair_start's
- * nb (the wgrad's chunks, hopper/masked.cu's pairs form's); blocks past nb end the list. */
+/* Pairs [*j0, *j1) of offset r whose output rows (a mirrored offset's: input rows, see
+ * vc_cuda_plan.pair_start) lie in row blocks [b0, b1) of p.pair_start's nb (the wgrad's
+ * chunks, hopper/masked.cu's pairs form's); blocks past nb end the list. */
 __device__ static __forceinline__ void pair_block_range(const imp_args &p, int r, int64_t nb, int64_t b0, int64_t b1,
                                                         int64_t *j0, int64_t *j1) {
   const int64_t *st = p.pair_start + (int64_t)r * nb, hi = p.offsets[r + 1];

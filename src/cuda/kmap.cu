@@ -179,7 +179,7 @@ __device__ static void stage_columns(const int32_t *nb, int64_t n_out, int K, in
 }
 
 /* From a staged tile of columns r0 .. r0+PAIR_COLS (complete: callers synchronise after
- * filling it): mask word r0/32 of each row, the live count of each column in this block
+ * filling it): mask word r0/32 of each row (where rmask is non-NULL), the live count of each column in this block
  * (cnt[r * nblk + b], the layout the pair scan wants) and, when nb is non-NULL, the tile
  * itself written out row-contiguously. One thread per row; the tile's row stride of
  * PAIR_COLS + 1 words keeps both the per-row and the per-column walks free of bank
@@ -191,7 +191,7 @@ __device__ static void emit_columns(int32_t (*tile)[PAIR_COLS + 1], int64_t n_ou
   const int ncols = min(PAIR_COLS, K - r0);
   uint32_t m = 0;
   for (int c = 0; c < ncols; c++) m |= (uint32_t)(tile[threadIdx.x][c] >= 0) << c;
-  if (o < n_out) rmask[o * W + r0 / 32] = m;
+  if (rmask && o < n_out) rmask[o * W + r0 / 32] = m;
   for (int c = warp; c < ncols; c += nwarps) {
     int n = 0;
     for (int row = lane; row < PAIR_ROWS; row += 32) n += tile[row][c] >= 0;
@@ -358,30 +358,36 @@ __global__ static void __launch_bounds__(PAIR_ROWS) k_row_stats(const int32_t *n
   }
 }
 
-/* Writes the pairs of (column r, block b) from start[r * nblk + b] on, in row order: one
- * warp per column, ranks from ballots. */
-__global__ static void k_write_pairs(const int32_t *nb, int64_t n_out, int K, const int64_t *start, int32_t *pin,
-                                     int32_t *pout) {
+/* Writes the pairs of (column r < cols, block b) from start[r * nblk + b] on, in row order:
+ * one warp per column, ranks from ballots. pin or pout NULL: that list is skipped. */
+__global__ static void k_write_pairs(const int32_t *nb, int64_t n_out, int K, int cols, const int64_t *start,
+                                     int32_t *pin, int32_t *pout) {
   __shared__ int32_t tile[PAIR_ROWS][PAIR_COLS + 1];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
   const int64_t o0 = (int64_t)blockIdx.x * PAIR_ROWS;
-  for (int r0 = 0; r0 < K; r0 += PAIR_COLS) {
+  for (int r0 = 0; r0 < cols; r0 += PAIR_COLS) {
     stage_columns(nb, n_out, K, r0, tile);
-    for (int c = warp; c < PAIR_COLS && r0 + c < K; c += nwarps) {
+    for (int c = warp; c < PAIR_COLS && r0 + c < cols; c += nwarps) {
       int64_t at = start[(int64_t)(r0 + c) * gridDim.x + blockIdx.x];
       for (int row0 = 0; row0 < PAIR_ROWS; row0 += 32) {
         const int32_t q = tile[row0 + lane][c];
         const unsigned live = __ballot_sync(0xffffffffu, q >= 0);
         if (q >= 0) {
           const int64_t j = at + __popc(live & ((1u << lane) - 1));
-          pin[j] = q;
-          pout[j] = (int32_t)(o0 + row0 + lane);
+          if (pin) pin[j] = q;
+          if (pout) pout[j] = (int32_t)(o0 + row0 + lane);
         }
         at += __popc(live);
       }
     }
     __syncthreads();
   }
+}
+
+/* rows[o] = o: the centre's pairs of a mirrored plan (vc_plan.pair_self). */
+__global__ static void k_rows(int32_t *rows, int64_t n) {
+  for (int64_t o = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; o < n; o += (int64_t)gridDim.x * blockDim.x)
+    rows[o] = (int32_t)o;
 }
 
 __global__ static void k_reverse(const int32_t *nb, int64_t n_out, int K, int32_t *nbt) {
@@ -710,13 +716,13 @@ __global__ static void __launch_bounds__(TORD_THREADS)
     if (st_ != VC_OK) return st_;                                                                                      \
   } while (0)
 
-static vc_status dev_alloc(vc_context *ctx, void **ptr, size_t bytes, cudaStream_t s, const char *what) {
+static vc_status dev_alloc(vc_context *ctx, void **ptr, size_t bytes, cudaStream_t s, const char *api, const char *what) {
   cudaError_t e = cudaMallocFromPoolAsync(ptr, bytes ? bytes : 16, vc_cuda(ctx)->pool, s);
   if (e != cudaSuccess) {
     cudaGetLastError();
     *ptr = NULL;
     return vc_fail(ctx, e == cudaErrorMemoryAllocation ? VC_ERR_OUT_OF_MEMORY : VC_ERR_DEVICE,
-                   "vc_plan_create: allocating %zu bytes of device memory for %s failed: %s", bytes, what,
+                   "%s: allocating %zu bytes of device memory for %s failed: %s", api, bytes, what,
                    cudaGetErrorString(e));
   }
   return VC_OK;
@@ -724,7 +730,7 @@ static vc_status dev_alloc(vc_context *ctx, void **ptr, size_t bytes, cudaStream
 
 /* A buffer the plan owns (vc_cuda_plan_release frees it), counted for vc_plan_memory_bytes. */
 static vc_status plan_alloc(vc_context *ctx, vc_plan *p, void **ptr, size_t bytes, cudaStream_t s, const char *what) {
-  TRY(dev_alloc(ctx, ptr, bytes, s, what));
+  TRY(dev_alloc(ctx, ptr, bytes, s, "vc_plan_create", what));
   p->mem_bytes += bytes;
   return VC_OK;
 }
@@ -745,11 +751,12 @@ typedef struct scratch {
   cudaStream_t s;
   bool forked; /* encodings queued work on the side stream (a build that then returns VC_OK
                   has recorded its end, vc_cuda_state.join) */
+  const char *api; /* the call, for its messages */
 } scratch;
 
 static vc_status scratch_alloc(vc_context *ctx, scratch *t, void **ptr, size_t bytes, const char *what) {
-  if (t->n == SCRATCH_MAX) return vc_fail(ctx, VC_ERR_INTERNAL, "vc_plan_create: more than %d scratch buffers", SCRATCH_MAX);
-  vc_status st = dev_alloc(ctx, ptr, bytes, t->s, what);
+  if (t->n == SCRATCH_MAX) return vc_fail(ctx, VC_ERR_INTERNAL, "%s: more than %d scratch buffers", t->api, SCRATCH_MAX);
+  vc_status st = dev_alloc(ctx, ptr, bytes, t->s, t->api, what);
   if (st == VC_OK) t->p[t->n++] = *ptr;
   return st;
 }
@@ -885,26 +892,49 @@ static vc_status output_sites(vc_context *ctx, vc_plan *p, const int32_t *coords
   return VC_OK;
 }
 
-/* off[r] = start[r * nblk] (r < K), off[K] = the total: the only numbers the host needs. */
-__global__ static void k_pair_offsets(const int64_t *start, const int32_t *cnt, int64_t nblk, int K, int64_t *off) {
-  for (int r = threadIdx.x; r <= K; r += blockDim.x)
-    off[r] = r < K ? start[(int64_t)r * nblk] : start[nblk * K - 1] + cnt[nblk * K - 1];
+/* off[r] = start[r * nblk] for the offsets with lists (r < L), off[L] = their total; where
+ * L < K (vc_plan.lists) the centre's n pairs follow, then offset r past it as many as
+ * offset K-1-r: the only numbers the host needs. One thread. */
+__global__ static void k_pair_offsets(const int64_t *start, const int32_t *cnt, int64_t nblk, int K, int L, int64_t n,
+                                      int64_t *off) {
+  for (int r = 0; r < L; r++) off[r] = start[(int64_t)r * nblk];
+  off[L] = L > 0 ? start[nblk * L - 1] + cnt[nblk * L - 1] : 0;
+  if (L < K) off[L + 1] = off[L] + n;
+  for (int r = L + 1; r < K; r++) off[r + 1] = off[r] + (off[K - r] - off[K - 1 - r]);
+}
+
+/* pair_start's rows of the offsets without lists (r >= L, vc_plan.lists), after
+ * k_pair_offsets: the centre's block b starts at its row b PAIR_ROWS, and offset r past it
+ * where offset K-1-r's block b does, by input rows (vc_cuda_plan.pair_start). */
+__global__ static void k_mirror_starts(int64_t *start, const int64_t *off, int64_t nblk, int K, int L, int64_t n) {
+  const int64_t total = (K - L) * nblk;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+    const int r = L + (int)(i / nblk), m = K - 1 - r;
+    const int64_t b = i % nblk;
+    start[r * nblk + b] = r == L ? off[L] + min(b * PAIR_ROWS, n) : start[m * nblk + b] - off[m] + off[r];
+  }
 }
 
 /* Column counts -> cp->offsets_dev and cp->pair_start (the counts' exclusive scan in
- * (offset, row block) order), on the device: nothing waits here. cnt holds the counts of
- * every (offset, row block) from the row kernels. */
+ * (offset, row block) order, over the offsets with lists, then k_mirror_starts), on the
+ * device: nothing waits here. cnt holds the counts of every (offset, row block) from the row
+ * kernels. */
 static vc_status pair_counts(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int32_t *cnt, scratch *t) {
   const cudaStream_t s = t->s;
   const int K = p->kvol;
-  const int64_t nblk = (p->n_out + PAIR_ROWS - 1) / PAIR_ROWS, ncnt = nblk * K;
+  const int64_t nblk = (p->n_out + PAIR_ROWS - 1) / PAIR_ROWS, ncnt = nblk * K, nlist = nblk * p->lists;
   TRY(plan_alloc(ctx, p, (void **)&cp->offsets_dev, (size_t)(K + 1) * sizeof(int64_t), s, "pair offsets"));
   if (nblk > 0) {
-    void *tmp;
     TRY(plan_alloc(ctx, p, (void **)&cp->pair_start, (size_t)ncnt * sizeof(int64_t), s, "pair block starts"));
-    TRY(scratch_alloc(ctx, t, &tmp, vc_cuda_scan_tmp_bytes(ncnt), "pair counts"));
-    vc_cuda_scan_exclusive(cnt, cp->pair_start, ncnt, tmp, s);
-    k_pair_offsets<<<1, 128, 0, s>>>(cp->pair_start, cnt, nblk, K, cp->offsets_dev);
+    if (nlist > 0) {
+      void *tmp;
+      TRY(scratch_alloc(ctx, t, &tmp, vc_cuda_scan_tmp_bytes(nlist), "pair counts"));
+      vc_cuda_scan_exclusive(cnt, cp->pair_start, nlist, tmp, s);
+    }
+    k_pair_offsets<<<1, 1, 0, s>>>(cp->pair_start, cnt, nblk, K, p->lists, p->n_out, cp->offsets_dev);
+    if (p->lists < K)
+      k_mirror_starts<<<vc_grid((K - p->lists) * nblk), 256, 0, s>>>(cp->pair_start, cp->offsets_dev, nblk, K,
+                                                                     p->lists, p->n_out);
     VC_CUDA_TRY(ctx, cudaGetLastError());
   } else {
     VC_CUDA_TRY(ctx, cudaMemsetAsync(cp->offsets_dev, 0, (size_t)(K + 1) * sizeof(int64_t), s));
@@ -933,10 +963,16 @@ static vc_status pair_lists(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const
   p->max_pairs = 0;
   for (int r = 0; r < K; r++)
     if (p->offsets[r + 1] - p->offsets[r] > p->max_pairs) p->max_pairs = p->offsets[r + 1] - p->offsets[r];
-  TRY(plan_alloc(ctx, p, (void **)&p->pair_in, (size_t)p->n_pairs * sizeof(int32_t), s, "the kernel map"));
-  TRY(plan_alloc(ctx, p, (void **)&p->pair_out, (size_t)p->n_pairs * sizeof(int32_t), s, "the kernel map"));
-  if (nblk > 0)
-    k_write_pairs<<<(unsigned)nblk, PAIR_ROWS, 0, s>>>(cp->nb, p->n_out, K, cp->pair_start, p->pair_in, p->pair_out);
+  const size_t stored = (size_t)p->offsets[p->lists] * sizeof(int32_t);
+  TRY(plan_alloc(ctx, p, (void **)&p->pair_in, stored, s, "the kernel map"));
+  TRY(plan_alloc(ctx, p, (void **)&p->pair_out, stored, s, "the kernel map"));
+  if (nblk > 0 && p->lists > 0)
+    k_write_pairs<<<(unsigned)nblk, PAIR_ROWS, 0, s>>>(cp->nb, p->n_out, K, p->lists, cp->pair_start, p->pair_in,
+                                                       p->pair_out);
+  if (p->lists < K) {
+    TRY(plan_alloc(ctx, p, (void **)&p->pair_self, (size_t)p->n_out * sizeof(int32_t), s, "the kernel map"));
+    if (p->n_out > 0) k_rows<<<vc_grid(p->n_out), 256, 0, s>>>(p->pair_self, p->n_out);
+  }
   VC_CUDA_TRY(ctx, cudaGetLastError());
   return VC_OK;
 }
@@ -1123,6 +1159,7 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
     }
     VC_CUDA_TRY(ctx, cudaGetLastError());
   }
+  if (kind == VC_CONV_SUBMANIFOLD) p->lists = g.K / 2; /* the rest mirror them (vc_plan.lists) */
   TRY(pair_counts(ctx, p, cp, cnt, t));
   TRY(encodings(ctx, p, cp, rmask, W, t));
   TRY(pair_lists(ctx, p, cp, coords, t, flags));
@@ -1152,7 +1189,7 @@ extern "C" vc_status vc_cuda_plan_build(vc_context *ctx, vc_plan *p, const int32
   vc_cuda_plan *cp = (vc_cuda_plan *)calloc(1, sizeof *cp);
   if (!cp) return vc_fail(ctx, VC_ERR_OUT_OF_MEMORY, "vc_plan_create: out of host memory");
   p->backend_data = cp;
-  scratch t = {{0}, 0, (cudaStream_t)stream, false};
+  scratch t = {{0}, 0, (cudaStream_t)stream, false, "vc_plan_create"};
   vc_status st = build(ctx, p, cp, coords, paired, &t);
   if (t.forked) { /* the side stream reads the scratch: the frees below wait for it */
     if (st == VC_OK && cudaStreamWaitEvent(t.s, vc_cuda(ctx)->join, 0) != cudaSuccess)
@@ -1170,12 +1207,44 @@ extern "C" vc_status vc_cuda_plan_build(vc_context *ctx, vc_plan *p, const int32
   return st;
 }
 
+/* vc_plan_kernel_map's lists: where the plan keeps every offset's, copies; else written
+ * from nb as the build writes its own, with counts and starts for all K offsets. */
+extern "C" vc_status vc_cuda_kernel_map(const vc_plan *p, int32_t *in_index, int32_t *out_index, cudaStream_t s) {
+  vc_context *ctx = p->ctx;
+  const int K = p->kvol;
+  if (p->lists == K) {
+    const size_t bytes = (size_t)p->n_pairs * sizeof(int32_t);
+    if (in_index) VC_CUDA_TRY(ctx, cudaMemcpyAsync(in_index, p->pair_in, bytes, cudaMemcpyDeviceToDevice, s));
+    if (out_index) VC_CUDA_TRY(ctx, cudaMemcpyAsync(out_index, p->pair_out, bytes, cudaMemcpyDeviceToDevice, s));
+    return VC_OK;
+  }
+  const vc_cuda_plan *cp = vc_cuda_plan_of(p);
+  const int64_t nblk = (p->n_out + PAIR_ROWS - 1) / PAIR_ROWS, ncnt = nblk * K;
+  scratch t = {{0}, 0, s, false, "vc_plan_kernel_map"};
+  int32_t *cnt;
+  int64_t *start;
+  void *tmp;
+  vc_status st = scratch_alloc(ctx, &t, (void **)&cnt, (size_t)ncnt * sizeof(int32_t), "pair counts");
+  if (st == VC_OK) st = scratch_alloc(ctx, &t, (void **)&start, (size_t)ncnt * sizeof(int64_t), "pair block starts");
+  if (st == VC_OK) st = scratch_alloc(ctx, &t, &tmp, vc_cuda_scan_tmp_bytes(ncnt), "pair counts");
+  if (st == VC_OK) {
+    k_row_stats<<<(unsigned)nblk, PAIR_ROWS, 0, s>>>(cp->nb, p->n_out, K, (K + 31) / 32, NULL, cnt);
+    vc_cuda_scan_exclusive(cnt, start, ncnt, tmp, s);
+    k_write_pairs<<<(unsigned)nblk, PAIR_ROWS, 0, s>>>(cp->nb, p->n_out, K, K, start, in_index, out_index);
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) st = vc_fail(ctx, VC_ERR_DEVICE, "vc_plan_kernel_map: %s", cudaGetErrorString(e));
+  }
+  scratch_free(&t);
+  return st;
+}
+
 extern "C" void vc_cuda_plan_release(vc_plan *p) {
   vc_cuda_plan *cp = (vc_cuda_plan *)p->backend_data;
   if (p->out_coords != p->in_coords) cudaFree(p->out_coords);
   cudaFree(p->in_coords);
   cudaFree(p->pair_in);
   cudaFree(p->pair_out);
+  cudaFree(p->pair_self);
   if (cp) {
     cudaFree(cp->nb);
     cudaFree(cp->nbt);

@@ -186,6 +186,9 @@ __device__ static __forceinline__ void nwg_body(const imp_args &args, float *par
   int r;
   int64_t c, j0, j1;
   chunk_of(p, u, &r, &c, &j0, &j1);
+  const int sel = imp_sel(p, r);
+  const int64_t shift = imp_shift(p, r);
+  const int32_t *const lo = imp_out_list(p, sel), *const li = imp_in_list(p, sel);
   const int64_t o0 = g * NW_WG_CO;
   const int ci = (int)p.ci;
   float acc[NW_WG_CO][NW_WG_MAX_CI];
@@ -198,8 +201,8 @@ __device__ static __forceinline__ void nwg_body(const imp_args &args, float *par
 #pragma unroll
     for (int b = 0; b < NW_WG_BATCH; b++) {
       const int64_t j = jb + (int64_t)b * blockDim.x;
-      po[b] = j < j1 ? p.pout[j] : -1;
-      pi[b] = j < j1 ? p.pin[j] : -1;
+      po[b] = j < j1 ? lo[j - shift] : -1;
+      pi[b] = j < j1 ? li[j - shift] : -1;
     }
     float d[NW_WG_BATCH][NW_WG_CO], x[NW_WG_BATCH][NW_WG_MAX_CI];
 #pragma unroll

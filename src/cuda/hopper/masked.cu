@@ -431,18 +431,23 @@ __device__ static __forceinline__ mk_ptile mk_ptile_of(const imp_args &p, const 
   return g;
 }
 
-/* A pair's gathered row (forward: its input, dgrad: its output) and written row. */
-__device__ static __forceinline__ const int32_t *mk_gather_list(const imp_args &p) { return p.mode == MODE_FWD ? p.pin : p.pout; }
-__device__ static __forceinline__ const int32_t *mk_write_list(const imp_args &p) { return p.mode == MODE_FWD ? p.pout : p.pin; }
+/* Pair j's gathered row (forward: its input, dgrad: its output) or written row (the other),
+ * of offset r (imp_sel's sel, imp_shift's shift). */
+__device__ static __forceinline__ const int32_t *mk_list(const imp_args &p, int sel, bool gathered) {
+  return (p.mode == MODE_FWD) == gathered ? imp_in_list(p, sel) : imp_out_list(p, sel);
+}
 
-/* gtab's first row for tile g: its pairs' gathered rows, -1 past its n; now by plain loads,
- * or ahead by cp.async committed as one group (the caller waits before the tile starts). */
+/* gtab's first row for tile g: its pairs' gathered rows (forward: their inputs, dgrad: their
+ * outputs), -1 past its n; now by plain loads, or ahead by cp.async committed as one group
+ * (the caller waits before the tile starts). */
 __device__ static __forceinline__ void mk_pair_gtab(const imp_args &p, const mk_ptile &g, int32_t *gtab, int tid,
                                                     bool ahead) {
+  const int32_t *const src = mk_list(p, imp_sel(p, g.r), true);
   if (tid < MK_BM) {
+    const int64_t at = g.j0 + tid - imp_shift(p, g.r);
     if (tid >= g.n) gtab[tid] = -1;
-    else if (ahead) vc_cp_async4(gtab + tid, mk_gather_list(p) + g.j0 + tid);
-    else gtab[tid] = mk_gather_list(p)[g.j0 + tid];
+    else if (ahead) vc_cp_async4(gtab + tid, src + at);
+    else gtab[tid] = src[at];
   }
   if (ahead) vc_cp_async_commit();
 }
@@ -794,14 +799,16 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
         /* one offset (bit 0); the second 64 rows of a tile of at most 64 pairs skip it. The
          * written rows are loaded now: their latency hides behind the main loop. */
         const mk_ptile pg = mk_ptile_of(p, pts, w.m0 / MK_BM);
+        const int32_t *const pl = mk_list(p, imp_sel(p, pg.r), false);
+        const int64_t pj = pg.j0 - imp_shift(p, pg.r); /* the tile's first pair in pl */
         const int i0 = blk0 * 64 + warp * 16 + (lane >> 2);
         na = 1, uni = 1u, live[0] = blk0 * 64 < pg.n, skips = pg.n <= 64, pn = pg.n;
         if (sw) { /* swapped: consumer thread ct < MK_BM loads pair ct's, for the epilogue's table */
-          if (ct < pg.n) prow[0] = mk_write_list(p)[pg.j0 + ct];
+          if (ct < pg.n) prow[0] = pl[pj + ct];
         } else {
 #pragma unroll
           for (int h = 0; h < 2; h++)
-            if (i0 + 8 * h < pg.n) prow[h] = mk_write_list(p)[pg.j0 + i0 + 8 * h];
+            if (i0 + 8 * h < pg.n) prow[h] = pl[pj + i0 + 8 * h];
         }
       } else if (pre_ok) {
         na = __popc(uni = mk_pre_mask(p, cur_blk));

@@ -137,19 +137,22 @@ __device__ static __forceinline__ int wr_live_blocks(const imp_args &p, int r, i
 }
 
 /* The (dy row, x row) of index-block entries pos0, pos0 + pt, .. (4 a thread) into no, ni;
- * (-1, -1): a zero row pair. Pairs: entry j0 + pos of offset r's list, up to j1. Rows:
+ * (-1, -1): a zero row pair. Pairs: entry j0 + pos of offset r's lists (sel: imp_sel; j0
+ * and j1 numbered as they store the pairs), up to j1. Rows:
  * entry pos is row pos % 64 of live block pos / 64 (the order's row m, when inside; its
  * input row through offset r, when it has one). */
-__device__ static __forceinline__ void wr_fetch(const imp_args &p, const bool rows, const int r, const int64_t j0,
+__device__ static __forceinline__ void wr_fetch(const imp_args &p, const bool rows, const int r, const int sel, const int64_t j0,
                                                 const int64_t j1, const int32_t *live, const int n_it, const int64_t pos0,
                                                 const int pt, int32_t *no, int32_t *ni) {
   if (!rows) {
+    IMP_WITH_LISTS(p, sel, lo, li, {
 #pragma unroll
-    for (int e = 0; e < 4; e++) {
-      const int64_t j = j0 + pos0 + (int64_t)pt * e;
-      no[e] = j < j1 ? p.pout[j] : -1;
-      ni[e] = j < j1 ? p.pin[j] : -1;
-    }
+      for (int e = 0; e < 4; e++) {
+        const int64_t j = j0 + pos0 + (int64_t)pt * e;
+        no[e] = j < j1 ? lo[j] : -1;
+        ni[e] = j < j1 ? li[j] : -1;
+      }
+    });
     return;
   }
 #pragma unroll
@@ -174,7 +177,7 @@ __device__ static __forceinline__ void wr_fetch(const imp_args &p, const bool ro
  * first. */
 #define WR_RANK_MAX 32
 typedef struct wr_unit {
-  int r, n_it;
+  int r, n_it, sel; /* sel, j0, j1: the pairs form's lists and range (as wr_fetch takes them) */
   int64_t chunk, j0, j1, m0, n0;
   bool co2; /* the tile's output channels reach its second 64 */
 } wr_unit;
@@ -207,10 +210,12 @@ __device__ static __forceinline__ wr_unit wr_unit_at(const imp_args &p, int64_t 
   if (rows) {
     const int64_t nb = (p.rows + WR_BK - 1) / WR_BK;
     u.j0 = u.chunk * nb / p.nsplit, u.j1 = (u.chunk + 1) * nb / p.nsplit; /* blocks of 64 rows */
-    u.n_it = rows_n_it;
+    u.n_it = rows_n_it, u.sel = IMP_OWN;
   } else {
     chunk_range(p, u.r, u.chunk, &u.j0, &u.j1);
     u.n_it = (int)((u.j1 - u.j0 + WR_BK - 1) / WR_BK);
+    const int64_t shift = imp_shift(p, u.r);
+    u.sel = imp_sel(p, u.r), u.j0 -= shift, u.j1 -= shift;
   }
   u.m0 = (int64_t)ct * WR_BM, u.n0 = (int64_t)nt * bn;
   u.co2 = p.co - u.m0 > 64;
@@ -409,11 +414,11 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
        * scoreboard). A unit after one with stages (gs > 0) waits first for every producer
        * to have left the previous one's blocks. */
       int32_t no[4], ni[4]; /* the next block: 4 pairs a thread */
-      wr_fetch(p, rows, u.r, u.j0, u.j1, wr_live, n_it, tid, pt, no, ni);
+      wr_fetch(p, rows, u.r, u.sel, u.j0, u.j1, wr_live, n_it, tid, pt, no, ni);
       if (gs > 0) vc_named_barrier(2, pt);
 #pragma unroll
       for (int e = 0; e < 4; e++) wr_idx[0][0][tid + pt * e] = no[e], wr_idx[0][1][tid + pt * e] = ni[e];
-      wr_fetch(p, rows, u.r, u.j0, u.j1, wr_live, n_it, ib + tid, pt, no, ni);
+      wr_fetch(p, rows, u.r, u.sel, u.j0, u.j1, wr_live, n_it, ib + tid, pt, no, ni);
       vc_named_barrier(2, pt);
       /* this warpgroup's stages: the CTA's stages gs + it with (gs + it) % np == grp; sb is a
        * multiple of np, so every block's stages alternate the same way */
@@ -434,7 +439,7 @@ __device__ static __forceinline__ void wr_body(const imp_args &p, const CUtensor
             wr_idx[half][1][tid + pt * e] = ni[e];
           }
           vc_named_barrier(2, pt);
-          wr_fetch(p, rows, u.r, u.j0, u.j1, wr_live, n_it, (int64_t)(blk + 1) * ib + tid, pt, no, ni);
+          wr_fetch(p, rows, u.r, u.sel, u.j0, u.j1, wr_live, n_it, (int64_t)(blk + 1) * ib + tid, pt, no, ni);
         }
         for (int it = blk * sb + first; it < min(n_it, (blk + 1) * sb); it += np) {
           const int kb = it - blk * sb;
