@@ -233,7 +233,8 @@ __device__ static __forceinline__ void pair_block_range(const imp_args &p, int r
  * p.nsplit chunks; unit u (offsets fastest) is chunk *c of offset *r, pairs [*j0, *j1). With
  * p.pair_start (and p.rows the output rows), chunk c holds the pairs whose output rows are
  * in row blocks c/S .. (c+1)/S of the VC_PAIR_ROWS-row blocks: the same output rows for
- * every offset, so the CTAs of a chunk read the same dy rows, and x rows around them. Else
+ * every offset, so the CTAs of a chunk read the same dy rows, and x rows around them (a
+ * mirrored offset, by input rows: those x rows, and dy rows around them). Else
  * chunk c holds the share c/S .. (c+1)/S of each list. chunk_range: chunk c of offset r. */
 __device__ static __forceinline__ void chunk_range(const imp_args &p, int r, int64_t c, int64_t *j0, int64_t *j1) {
   if (p.pair_start) {

@@ -7,7 +7,8 @@
  *      inverse = the paired plan's input sites;
  *   3. neighbour table nb[n_out, K] (small submanifold maps fill both halves from one
  *      lookup), with the row masks and per-block pair counts;
- *   4. pairs grouped by offset, ascending by output row, through one prefix sum;
+ *   4. pairs grouped by offset, ascending by output row, through one prefix sum (a
+ *      submanifold plan's below the centre only, vc_plan.lists);
  *   5. encodings for the fused kernels: Gray order within windows, per-block active
  *      offsets, the tiles by their active offsets, the reverse table for dgrad; they run
  *      on a side stream once the prefix sum has the pair counts, beside the read-back of
