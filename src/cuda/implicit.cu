@@ -332,7 +332,7 @@ __device__ static __forceinline__ void ff_load(const imp_args &p, const tile_pos
 }
 
 /* Five CTAs a multiprocessor (at most 48 registers, no spill): the wgrad's two list
- * pointers a tile (tile_pos.po, pi: vc_plan.lists) take it to 57-58 registers and four CTAs,
+ * pointers a tile (tile_pos.lo, li: vc_plan.lists) take it to 57-58 registers and four CTAs,
  * which made its forward launches in suite L f32 3-12 % longer (ncu, bench/NOTES.md,
  * session 42). */
 __global__ void __launch_bounds__(FF_THREADS, 5) k_implicit_ffma(const imp_args p) {

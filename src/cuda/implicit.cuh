@@ -75,20 +75,19 @@ __device__ static __forceinline__ const int32_t *imp_in_list(const imp_args &p, 
   return sel == IMP_OWN ? p.pin : sel == IMP_MIRROR ? p.pout : p.pself;
 }
 /* Runs the statements with lo and li, the output and input lists of sel, bound to the
- * kernel parameters themselves (a uniform branch; the Hopper wgrad's producers, whose
- * pointers chosen into registers cost 2-3 % a launch: bench/NOTES.md, session 42). */
+ * kernel parameters themselves: one copy of them a kind, each with sel a constant (a uniform
+ * branch; the Hopper wgrad's producers, whose pointers chosen into registers cost 2-3 % a
+ * launch: bench/NOTES.md, session 42). */
+#define IMP_LISTS_AS(p, k, lo, li, ...)                                                                     \
+  {                                                                                                         \
+    const int32_t *const lo = imp_out_list(p, k), *const li = imp_in_list(p, k);                            \
+    __VA_ARGS__;                                                                                            \
+  }
 #define IMP_WITH_LISTS(p, sel, lo, li, ...)                                                                 \
   do {                                                                                                      \
-    if ((sel) == IMP_OWN) {                                                                                 \
-      const int32_t *const lo = (p).pout, *const li = (p).pin;                                              \
-      __VA_ARGS__;                                                                                          \
-    } else if ((sel) == IMP_MIRROR) {                                                                       \
-      const int32_t *const lo = (p).pin, *const li = (p).pout;                                              \
-      __VA_ARGS__;                                                                                          \
-    } else {                                                                                                \
-      const int32_t *const lo = (p).pself, *const li = (p).pself;                                           \
-      __VA_ARGS__;                                                                                          \
-    }                                                                                                       \
+    if ((sel) == IMP_OWN) IMP_LISTS_AS(p, IMP_OWN, lo, li, __VA_ARGS__)                                     \
+    else if ((sel) == IMP_MIRROR) IMP_LISTS_AS(p, IMP_MIRROR, lo, li, __VA_ARGS__)                          \
+    else IMP_LISTS_AS(p, IMP_SELF, lo, li, __VA_ARGS__)                                                     \
   } while (0)
 
 /* ---- per-block setup shared by the kernels (mma.sync, FFMA, masked) ---------------------------------------------- */

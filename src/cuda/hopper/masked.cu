@@ -431,8 +431,8 @@ __device__ static __forceinline__ mk_ptile mk_ptile_of(const imp_args &p, const 
   return g;
 }
 
-/* Pair j's gathered row (forward: its input, dgrad: its output) or written row (the other),
- * of offset r (imp_sel's sel, imp_shift's shift). */
+/* The list of an offset's gathered rows (forward: its inputs, dgrad: its outputs) or of its
+ * written rows (the other), by the offset's imp_sel; entry j - imp_shift is its pair j. */
 __device__ static __forceinline__ const int32_t *mk_list(const imp_args &p, int sel, bool gathered) {
   return (p.mode == MODE_FWD) == gathered ? imp_in_list(p, sel) : imp_out_list(p, sel);
 }

@@ -141,9 +141,10 @@ __device__ static __forceinline__ int wr_live_blocks(const imp_args &p, int r, i
  * and j1 numbered as they store the pairs), up to j1. Rows:
  * entry pos is row pos % 64 of live block pos / 64 (the order's row m, when inside; its
  * input row through offset r, when it has one). */
-__device__ static __forceinline__ void wr_fetch(const imp_args &p, const bool rows, const int r, const int sel, const int64_t j0,
-                                                const int64_t j1, const int32_t *live, const int n_it, const int64_t pos0,
-                                                const int pt, int32_t *no, int32_t *ni) {
+__device__ static __forceinline__ void wr_fetch(const imp_args &p, const bool rows, const int r, const int sel,
+                                                const int64_t j0, const int64_t j1, const int32_t *live,
+                                                const int n_it, const int64_t pos0, const int pt, int32_t *no,
+                                                int32_t *ni) {
   if (!rows) {
     IMP_WITH_LISTS(p, sel, lo, li, {
 #pragma unroll
