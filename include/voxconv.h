@@ -216,11 +216,11 @@ VC_API int64_t vc_plan_pair_count(const vc_plan *p);   /* total (input, output) 
 VC_API const vc_conv_desc *vc_plan_desc(const vc_plan *p); /* the validated descriptor */
 
 /* Bytes the plan owns on its device (device memory for CUDA, host memory for the CPU):
- * coordinates, pairs and their offsets, the backend's neighbour tables and row orders; not
- * the build's scratch, which is freed before vc_plan_create returns. 0 for NULL. */
+ * sites (8 bytes each), pairs and their offsets, the backend's neighbour tables and row
+ * orders; not the build's scratch, which is freed before vc_plan_create returns. 0 for NULL. */
 VC_API size_t vc_plan_memory_bytes(const vc_plan *p);
 
-/* Copies the output coordinates (int32 [out_count, 4]) into caller memory on the plan's
+/* Writes the output coordinates (int32 [out_count, 4]) into caller memory on the plan's
  * device. Sync: CUDA copies are ordered on `stream`. Errors: VC_ERR_INVALID_ARGUMENT. */
 VC_API vc_status vc_plan_out_coords(const vc_plan *p, int32_t *coords_out, void *stream);
 

@@ -611,7 +611,12 @@ static void test_errors_plan_inverse_coords_differ(void) {
   int32_t *c = malloc((size_t)(f.n_out + 1) * 4 * sizeof *c);
   memcpy(c, f.out_coords, (size_t)f.n_out * 4 * sizeof *c);
   c[4 * 4 + 3] += 100; /* still in range, but not the paired plan's site */
-  EXPECT_PLAN_FAIL(f.ctx, f.ctx, &f.inv, c, f.n_out, f.sparse, VC_ERR_INVALID_ARGUMENT, "coords row 4");
+  char needle[160];
+  const int32_t *w = f.out_coords + 4 * 4;
+  snprintf(needle, sizeof needle,
+           "coords row 4 (%d, %d, %d, %d) differs from the paired plan's output site (%d, %d, %d, %d)", w[0], w[1],
+           w[2], w[3] + 100, w[0], w[1], w[2], w[3]);
+  EXPECT_PLAN_FAIL(f.ctx, f.ctx, &f.inv, c, f.n_out, f.sparse, VC_ERR_INVALID_ARGUMENT, needle);
   memcpy(c, f.out_coords, (size_t)f.n_out * 4 * sizeof *c);
   /* Same set, other order: order matters, since row i of the inverse input is output i. */
   memcpy(c, f.out_coords + 4, 4 * sizeof *c);
@@ -619,7 +624,6 @@ static void test_errors_plan_inverse_coords_differ(void) {
   EXPECT_PLAN_FAIL(f.ctx, f.ctx, &f.inv, c, f.n_out, f.sparse, VC_ERR_INVALID_ARGUMENT, "coords row 0");
   /* A different n. */
   memcpy(c, f.out_coords, (size_t)f.n_out * 4 * sizeof *c);
-  char needle[128];
   snprintf(needle, sizeof needle, "n = %lld, but the paired plan has %lld output sites", (long long)(f.n_out - 1),
            (long long)f.n_out);
   EXPECT_PLAN_FAIL(f.ctx, f.ctx, &f.inv, c, f.n_out - 1, f.sparse, VC_ERR_INVALID_ARGUMENT, needle);

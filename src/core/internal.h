@@ -161,9 +161,11 @@ struct vc_plan {
   int64_t max_pairs;        /* largest pair count of one offset */
   /* Host-side copies, always present: offsets[K+1]. */
   int64_t *offsets;
-  /* Backend memory (host for CPU): coords [n,4], pairs grouped by offset. */
-  int32_t *in_coords;
-  int32_t *out_coords;      /* == in_coords for submanifold */
+  /* Backend memory (host for CPU): the sites as packed keys (vc_key_pack, 8 bytes a site
+   * where coordinates would take 16; vc_plan_out_coords unpacks them), pairs grouped by
+   * offset. */
+  uint64_t *in_keys;
+  uint64_t *out_keys;       /* == in_keys for submanifold; ascending for sparse and transposed */
   /* The pairs of offsets 0 .. lists-1, entries 0 .. offsets[lists]-1, ascending by output
    * row within an offset. lists is K, or K/2 in the CUDA backend's submanifold plans, whose
    * other pairs follow from these (vc_plan_list): the centre's are (o, o) for every row o,
@@ -203,9 +205,9 @@ struct vc_backend {
   vc_status (*plan_build)(vc_context *ctx, vc_plan *p, const int32_t *coords,
                           const vc_plan *paired, void *stream);
   void (*plan_release)(vc_plan *p);
-  /* Copies `bytes` of plan memory to caller memory of the same device. */
-  vc_status (*copy_out)(const vc_plan *p, void *dst, const void *src, size_t bytes,
-                        void *stream);
+  /* The output sites (vc_plan_out_coords: int32 [n_out, 4], n_out > 0) into caller memory
+   * of the same device, unpacked from out_keys. */
+  vc_status (*out_coords)(const vc_plan *p, int32_t *dst, void *stream);
   /* The whole kernel map (vc_plan_kernel_map's in_index and out_index, either NULL to skip
    * it) into caller memory of the same device, from the lists the plan keeps. */
   vc_status (*kernel_map)(const vc_plan *p, int32_t *in_index, int32_t *out_index, void *stream);
@@ -281,8 +283,9 @@ vc_status vc_check_coords(vc_context *ctx, const int32_t *coords, int64_t n);
 /* plan.c: the kernel-map builders' bad-input sentences, the same for every backend. */
 vc_status vc_fail_duplicate(vc_context *ctx, int64_t row_a, int64_t row_b, const int32_t site[4]);
 vc_status vc_fail_output_range(vc_context *ctx, const int32_t in_site[4], const int64_t t[3], int64_t row, int r);
-/* An inverse plan's coords (host copies) must equal its paired plan's output sites. */
-vc_status vc_check_paired_coords(vc_context *ctx, const int32_t *given, const int32_t *paired, int64_t n);
+/* An inverse plan's coords (host copies) must equal its paired plan's output sites (host
+ * copies of its out_keys). */
+vc_status vc_check_paired_coords(vc_context *ctx, const int32_t *given, const uint64_t *paired, int64_t n);
 
 /* f16/bf16 <-> f32 scalar conversions, round to nearest even. */
 float vc_half_to_float(uint16_t h);

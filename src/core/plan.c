@@ -122,10 +122,12 @@ vc_status vc_fail_output_range(vc_context *ctx, const int32_t in_site[4], const 
                  VC_COORD_MAX);
 }
 
-vc_status vc_check_paired_coords(vc_context *ctx, const int32_t *given, const int32_t *paired, int64_t n) {
+vc_status vc_check_paired_coords(vc_context *ctx, const int32_t *given, const uint64_t *paired, int64_t n) {
   for (int64_t i = 0; i < n; i++) {
-    const int32_t *a = given + 4 * i, *b = paired + 4 * i;
-    if (memcmp(a, b, 4 * sizeof(int32_t)))
+    const int32_t *a = given + 4 * i;
+    int32_t b[4];
+    vc_key_unpack(paired[i], b);
+    if (memcmp(a, b, sizeof b))
       return vc_fail(ctx, VC_ERR_INVALID_ARGUMENT,
                      "vc_plan_create: coords row %lld (%d, %d, %d, %d) differs from the paired plan's output site "
                      "(%d, %d, %d, %d)",
@@ -188,8 +190,7 @@ vc_status vc_plan_out_coords(const vc_plan *p, int32_t *coords_out, void *stream
   if (!p) return vc_fail(NULL, VC_ERR_INVALID_ARGUMENT, "vc_plan_out_coords: plan is NULL");
   if (p->n_out == 0) return VC_OK;
   if (!coords_out) return vc_fail(p->ctx, VC_ERR_INVALID_ARGUMENT, "vc_plan_out_coords: coords_out is NULL");
-  return p->ctx->backend->copy_out(p, coords_out, p->out_coords, (size_t)p->n_out * 4 * sizeof(int32_t),
-                                   stream);
+  return p->ctx->backend->out_coords(p, coords_out, stream);
 }
 
 vc_status vc_plan_kernel_map(const vc_plan *p, int64_t *offsets, int32_t *in_index, int32_t *out_index,

@@ -3,18 +3,18 @@
 
 #include <string.h>
 
-static vc_status cpu_copy_out(const vc_plan *p, void *dst, const void *src, size_t bytes, void *stream) {
-  (void)p;
+static vc_status cpu_out_coords(const vc_plan *p, int32_t *dst, void *stream) {
   (void)stream;
-  memcpy(dst, src, bytes);
+  for (int64_t o = 0; o < p->n_out; o++) vc_key_unpack(p->out_keys[o], dst + 4 * o);
   return VC_OK;
 }
 
 /* The CPU keeps every offset's list (lists == K). */
 static vc_status cpu_kernel_map(const vc_plan *p, int32_t *in_index, int32_t *out_index, void *stream) {
+  (void)stream;
   const size_t bytes = (size_t)p->n_pairs * sizeof(int32_t);
-  if (in_index) cpu_copy_out(p, in_index, p->pair_in, bytes, stream);
-  if (out_index) cpu_copy_out(p, out_index, p->pair_out, bytes, stream);
+  if (in_index) memcpy(in_index, p->pair_in, bytes);
+  if (out_index) memcpy(out_index, p->pair_out, bytes);
   return VC_OK;
 }
 
@@ -31,7 +31,7 @@ const vc_backend vc_cpu_backend = {
     .context_release = NULL,
     .plan_build = vc_cpu_plan_build,
     .plan_release = vc_cpu_plan_release,
-    .copy_out = cpu_copy_out,
+    .out_coords = cpu_out_coords,
     .kernel_map = cpu_kernel_map,
     .workspace_size = cpu_workspace_size,
     .forward = vc_cpu_forward,

@@ -33,10 +33,10 @@ static void displacements(const vc_geom *g, vc_displacements off) {
   for (int r = 0; r < g->K; r++) vc_geom_offset(g, r, off[r]);
 }
 
-/* Output sites of a sparse (transposed == false) or transposed conv: every site reached,
- * sorted ascending by packed key. */
+/* Output sites of a sparse (transposed == false) or transposed conv: the key of every site
+ * reached, ascending. */
 static vc_status output_sites(vc_context *ctx, const vc_geom *g, const int32_t *in, int64_t n,
-                              bool transposed, int32_t **out, int64_t *n_out) {
+                              bool transposed, uint64_t **out, int64_t *n_out) {
   vc_hash seen;
   int64_t cap = 2 * n + 16, cnt = 0; /* grows when a conv reaches more sites */
   vc_status s = vc_hash_init(ctx, &seen, cap);
@@ -83,27 +83,22 @@ static vc_status output_sites(vc_context *ctx, const vc_geom *g, const int32_t *
                    INT32_MAX - 1);
   }
   qsort(keys, (size_t)cnt, sizeof *keys, cmp_u64);
-  int32_t *oc = malloc((size_t)(cnt ? cnt : 1) * 4 * sizeof *oc);
-  if (!oc) {
-    free(keys);
-    return vc_fail(ctx, VC_ERR_OUT_OF_MEMORY, "output sites: out of host memory");
-  }
-  for (int64_t j = 0; j < cnt; j++) vc_key_unpack(keys[j], oc + 4 * j);
-  free(keys);
-  *out = oc;
+  uint64_t *fit = realloc(keys, (size_t)(cnt ? cnt : 1) * sizeof *keys); /* the plan keeps them */
+  *out = fit ? fit : keys;
   *n_out = cnt;
   return VC_OK;
 }
 
 /* nb[o, r] = input row of output o through offset r, from hashed input sites. */
-static void fill_neighbors(const vc_geom *g, vc_conv_kind kind, const vc_hash *h, const int32_t *out_coords,
+static void fill_neighbors(const vc_geom *g, vc_conv_kind kind, const vc_hash *h, const uint64_t *out_keys,
                            int64_t n_out, int32_t *nb) {
   const int K = g->K;
   vc_displacements off;
   displacements(g, off);
 #pragma omp parallel for schedule(static)
   for (int64_t o = 0; o < n_out; o++) {
-    const int32_t *c = out_coords + 4 * o;
+    int32_t c[4];
+    vc_key_unpack(out_keys[o], c);
     for (int r = 0; r < K; r++) {
       int64_t q[3];
       const bool ok =
@@ -151,9 +146,16 @@ static vc_status compact_pairs(vc_context *ctx, vc_plan *p, const int32_t *nb) {
   return VC_OK;
 }
 
-static int32_t *copy_coords(const int32_t *c, int64_t n) {
-  int32_t *d = malloc((size_t)(n ? n : 1) * 4 * sizeof *d);
-  if (d && n) memcpy(d, c, (size_t)n * 4 * sizeof *d);
+static uint64_t *pack_keys(const int32_t *c, int64_t n) {
+  uint64_t *d = malloc((size_t)(n ? n : 1) * sizeof *d);
+  if (d)
+    for (int64_t i = 0; i < n; i++) d[i] = vc_key_pack(c[4 * i], c[4 * i + 1], c[4 * i + 2], c[4 * i + 3]);
+  return d;
+}
+
+static uint64_t *copy_keys(const uint64_t *k, int64_t n) {
+  uint64_t *d = malloc((size_t)(n ? n : 1) * sizeof *d);
+  if (d && n) memcpy(d, k, (size_t)n * sizeof *d);
   return d;
 }
 
@@ -161,7 +163,7 @@ static int32_t *copy_coords(const int32_t *c, int64_t n) {
 static vc_status build_inverse(vc_context *ctx, vc_plan *p, const int32_t *coords, const vc_plan *q, int32_t *nb) {
   const int K = p->kvol;
   if (coords) {
-    vc_status s = vc_check_paired_coords(ctx, coords, q->out_coords, q->n_out);
+    vc_status s = vc_check_paired_coords(ctx, coords, q->out_keys, q->n_out);
     if (s != VC_OK) return s;
   }
   for (int64_t j = 0; j < p->n_out * K; j++) nb[j] = -1;
@@ -181,21 +183,21 @@ vc_status vc_cpu_plan_build(vc_context *ctx, vc_plan *p, const int32_t *coords, 
   if (kind == VC_CONV_INVERSE) {
     p->n_in = paired->n_out;
     p->n_out = paired->n_in;
-    p->in_coords = copy_coords(paired->out_coords, p->n_in);
-    p->out_coords = copy_coords(paired->in_coords, p->n_out);
-    if (!p->in_coords || !p->out_coords) return vc_fail(ctx, VC_ERR_OUT_OF_MEMORY, "vc_plan_create: out of host memory");
+    p->in_keys = copy_keys(paired->out_keys, p->n_in);
+    p->out_keys = copy_keys(paired->in_keys, p->n_out);
+    if (!p->in_keys || !p->out_keys) return vc_fail(ctx, VC_ERR_OUT_OF_MEMORY, "vc_plan_create: out of host memory");
   } else {
     s = vc_check_coords(ctx, coords, p->n_in);
     if (s != VC_OK) return s;
-    p->in_coords = copy_coords(coords, p->n_in);
-    if (!p->in_coords) return vc_fail(ctx, VC_ERR_OUT_OF_MEMORY, "vc_plan_create: out of host memory");
+    p->in_keys = pack_keys(coords, p->n_in);
+    if (!p->in_keys) return vc_fail(ctx, VC_ERR_OUT_OF_MEMORY, "vc_plan_create: out of host memory");
     s = hash_coords(ctx, &h, coords, p->n_in);
     if (s != VC_OK) return s;
     if (kind == VC_CONV_SUBMANIFOLD) {
       p->n_out = p->n_in;
-      p->out_coords = p->in_coords;
+      p->out_keys = p->in_keys;
     } else {
-      s = output_sites(ctx, &g, coords, p->n_in, kind == VC_CONV_TRANSPOSED, &p->out_coords, &p->n_out);
+      s = output_sites(ctx, &g, coords, p->n_in, kind == VC_CONV_TRANSPOSED, &p->out_keys, &p->n_out);
       if (s != VC_OK) {
         vc_hash_free(&h);
         return s;
@@ -212,7 +214,7 @@ vc_status vc_cpu_plan_build(vc_context *ctx, vc_plan *p, const int32_t *coords, 
   if (kind == VC_CONV_INVERSE) {
     s = build_inverse(ctx, p, coords, paired, nb);
   } else {
-    fill_neighbors(&g, kind, &h, p->out_coords, p->n_out, nb);
+    fill_neighbors(&g, kind, &h, p->out_keys, p->n_out, nb);
     s = VC_OK;
   }
   vc_hash_free(&h);
@@ -220,16 +222,16 @@ vc_status vc_cpu_plan_build(vc_context *ctx, vc_plan *p, const int32_t *coords, 
   free(nb);
   if (s != VC_OK) return s;
   /* vc_plan_memory_bytes: what vc_cpu_plan_release and vc_plan_destroy free (nb was scratch),
-   * counted from the sizes copy_coords, output_sites and compact_pairs allocated */
-  const int64_t coord_rows = p->n_in + (p->out_coords != p->in_coords ? p->n_out : 0);
-  p->mem_bytes = (size_t)coord_rows * 4 * sizeof(int32_t) + (size_t)p->n_pairs * 2 * sizeof(int32_t) +
+   * counted from the sizes pack_keys, copy_keys, output_sites and compact_pairs allocated */
+  const int64_t key_rows = p->n_in + (p->out_keys != p->in_keys ? p->n_out : 0);
+  p->mem_bytes = (size_t)key_rows * sizeof(uint64_t) + (size_t)p->n_pairs * 2 * sizeof(int32_t) +
                  (size_t)(p->kvol + 1) * sizeof(int64_t);
   return VC_OK;
 }
 
 void vc_cpu_plan_release(vc_plan *p) {
-  if (p->out_coords != p->in_coords) free(p->out_coords);
-  free(p->in_coords);
+  if (p->out_keys != p->in_keys) free(p->out_keys);
+  free(p->in_keys);
   free(p->pair_in);
   free(p->pair_out);
 }

@@ -125,11 +125,9 @@ static vc_status cuda_plan_build(vc_context *ctx, vc_plan *p, const int32_t *coo
   return s == VC_OK ? vc_cuda_plan_build(ctx, p, coords, paired, stream) : s;
 }
 
-static vc_status cuda_copy_out(const vc_plan *p, void *dst, const void *src, size_t bytes, void *stream) {
+static vc_status cuda_out_coords(const vc_plan *p, int32_t *dst, void *stream) {
   vc_status st = use_device(p->ctx);
-  if (st != VC_OK) return st;
-  VC_CUDA_TRY(p->ctx, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, (cudaStream_t)stream));
-  return VC_OK;
+  return st == VC_OK ? vc_cuda_out_coords(p, dst, (cudaStream_t)stream) : st;
 }
 
 static vc_status cuda_kernel_map(const vc_plan *p, int32_t *in_index, int32_t *out_index, void *stream) {
@@ -295,7 +293,7 @@ const vc_backend vc_cuda_backend = {
     cuda_context_release,
     cuda_plan_build,
     vc_cuda_plan_release,
-    cuda_copy_out,
+    cuda_out_coords,
     cuda_kernel_map,
     cuda_workspace_size,
     cuda_forward,

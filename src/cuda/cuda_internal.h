@@ -167,6 +167,8 @@ vc_status vc_cuda_plan_build(vc_context *ctx, vc_plan *p, const int32_t *coords,
 void vc_cuda_plan_release(vc_plan *p);
 /* vc_plan_kernel_map's in_index and out_index (either NULL to skip it) on stream s. */
 vc_status vc_cuda_kernel_map(const vc_plan *p, int32_t *in_index, int32_t *out_index, cudaStream_t s);
+/* vc_plan_out_coords: the output sites unpacked into dst on stream s. */
+vc_status vc_cuda_out_coords(const vc_plan *p, int32_t *dst, cudaStream_t s);
 /* The regrouped order of plan p and its block masks and tile order (NULL where p has no
  * tile order; see vc_cuda_plan), built on stream s by the first call that asks (later calls
  * on other streams wait for it there), from windows of 8192 rows where that call says

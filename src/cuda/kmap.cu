@@ -66,14 +66,18 @@ __device__ static inline int64_t hash_claim(unsigned long long *key_of_slot0, si
   }
 }
 
-__global__ static void k_check_range(const int32_t *c, int64_t n, unsigned long long *bad) {
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-    if (!vc_site_in_range(c[4 * i], c[4 * i + 1], c[4 * i + 2], c[4 * i + 3])) atomicMin(bad, (unsigned long long)i);
+/* Range check, and the sites' keys the plan keeps (a row out of range fails the build). */
+__global__ static void k_check_pack(const int32_t *c, int64_t n, uint64_t *keys, unsigned long long *bad) {
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    const int32_t *v = c + 4 * i; /* the caller's rows need only 4-byte alignment */
+    if (!vc_site_in_range(v[0], v[1], v[2], v[3])) atomicMin(bad, (unsigned long long)i);
+    keys[i] = vc_key_pack(v[0], v[1], v[2], v[3]);
+  }
 }
 
-__global__ static void k_insert_inputs(const int32_t *c, int64_t n, slot *t, uint64_t cap, unsigned long long *dup) {
+__global__ static void k_insert_inputs(const uint64_t *keys, int64_t n, slot *t, uint64_t cap, unsigned long long *dup) {
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    uint64_t key = vc_key_pack(c[4 * i], c[4 * i + 1], c[4 * i + 2], c[4 * i + 3]);
+    const uint64_t key = keys[i];
     int64_t at = hash_claim(&t[0].key, sizeof(slot) / sizeof(unsigned long long), cap, key, hash_start(key, cap));
     if (at < 0) atomicMin(dup, (unsigned long long)i);
     else t[at].row = i;
@@ -110,8 +114,8 @@ __global__ static void k_unpack(const uint64_t *keys, int64_t n, int32_t *c) {
  * lanes per row (lane r < half looks up offset r, lane half writes the centre): shifts
  * instead of a 64-bit division per lookup, and displacements from a shared table instead of
  * three divisions each. */
-__global__ static void k_neighbors_submanifold(const int32_t *c, int64_t n, vc_geom g, int lg, const slot *t, uint64_t cap,
-                                               int32_t *nb) {
+__global__ static void k_neighbors_submanifold(const uint64_t *keys, int64_t n, vc_geom g, int lg, const slot *t,
+                                               uint64_t cap, int32_t *nb) {
   __shared__ int32_t disp[VC_KERNEL_MAX * VC_KERNEL_MAX * VC_KERNEL_MAX / 2][3];
   const int half = g.K / 2;
   load_offsets(g, half, true, disp);
@@ -123,7 +127,8 @@ __global__ static void k_neighbors_submanifold(const int32_t *c, int64_t n, vc_g
       if (r == half) nb[o * g.K + half] = (int32_t)o;
       continue;
     }
-    const int32_t *co = c + 4 * o;
+    int32_t co[4];
+    vc_key_unpack(keys[o], co);
     const int64_t x = (int64_t)co[1] + disp[r][0], y = (int64_t)co[2] + disp[r][1], z = (int64_t)co[3] + disp[r][2];
     if (!vc_site_in_range(co[0], x, y, z)) continue;
     int32_t i = hash_find(t, cap, vc_key_pack(co[0], (int32_t)x, (int32_t)y, (int32_t)z));
@@ -210,7 +215,7 @@ __device__ static void emit_columns(int32_t (*tile)[PAIR_COLS + 1], int64_t n_ou
 /* nb, row masks and per-block column counts of sparse and transposed plans: one thread per
  * output row, one lookup per offset (the relation that produced the outputs, inverted).
  * Every entry is written, so nb needs no clearing. */
-__global__ static void __launch_bounds__(PAIR_ROWS) k_lookup_rows(const int32_t *oc, int64_t n_out, vc_geom g,
+__global__ static void __launch_bounds__(PAIR_ROWS) k_lookup_rows(const uint64_t *okeys, int64_t n_out, vc_geom g,
                                                                   bool transposed, const slot *t,
                                                                   uint64_t hcap, int32_t *nb, uint32_t *rmask,
                                                                   int W, int32_t *cnt) {
@@ -219,7 +224,7 @@ __global__ static void __launch_bounds__(PAIR_ROWS) k_lookup_rows(const int32_t 
   load_offsets(g, g.K, false, off);
   const int64_t o = (int64_t)blockIdx.x * PAIR_ROWS + threadIdx.x;
   int32_t c[4] = {0, 0, 0, 0};
-  if (o < n_out) c[0] = oc[4 * o], c[1] = oc[4 * o + 1], c[2] = oc[4 * o + 2], c[3] = oc[4 * o + 3];
+  if (o < n_out) vc_key_unpack(okeys[o], c);
   for (int r0 = 0; r0 < g.K; r0 += PAIR_COLS) {
     for (int j = 0; j < PAIR_COLS && r0 + j < g.K; j++) {
       const int r = r0 + j;
@@ -298,7 +303,7 @@ __global__ static void k_fill_bricks(const int32_t *c, int64_t n, const slot *bt
  * fill the staging tile 32 columns at a time, BRICK_LANES lanes a row and BRICK_PER_LANE
  * independent lookups a lane (brick probe, then pool read), so many rows' loads are in
  * flight at once; the lanes of a row mostly probe the same few bricks (one line each). */
-__global__ static void __launch_bounds__(PAIR_ROWS) k_lookup_bricks(const int32_t *sc, int64_t n, vc_geom g,
+__global__ static void __launch_bounds__(PAIR_ROWS) k_lookup_bricks(const uint64_t *keys, int64_t n, vc_geom g,
                                                                     const slot *bt, uint64_t bcap, const int32_t *pool,
                                                                     int32_t *nb, uint32_t *rmask, int W, int32_t *cnt) {
   __shared__ int32_t tile[PAIR_ROWS][PAIR_COLS + 1];
@@ -308,7 +313,9 @@ __global__ static void __launch_bounds__(PAIR_ROWS) k_lookup_bricks(const int32_
   int32_t reach[2][3]; /* smallest and largest displacement per axis: offsets 0 and k-1 */
   for (int a = 0; a < 3; a++) reach[0][a] = -g.pad[a], reach[1][a] = (g.k[a] - 1) * g.d[a] - g.pad[a];
   const int64_t o0 = (int64_t)blockIdx.x * PAIR_ROWS;
-  rc[threadIdx.x] = o0 + threadIdx.x < n ? ((const int4 *)sc)[o0 + threadIdx.x] : make_int4(0, 0, 0, 0);
+  int32_t c[4] = {0, 0, 0, 0};
+  if (o0 + threadIdx.x < n) vc_key_unpack(keys[o0 + threadIdx.x], c);
+  rc[threadIdx.x] = make_int4(c[0], c[1], c[2], c[3]);
   __syncthreads();
   const int lane = threadIdx.x % BRICK_LANES;
   for (int r0 = 0; r0 < g.K; r0 += PAIR_COLS) {
@@ -770,14 +777,14 @@ static void scratch_free(scratch *t) {
 /* Range check and hash of the input sites. Nothing is read back here: flags[0] (first
  * out-of-range row) and flags[1] (a duplicated row) are checked at the build's next
  * synchronisation by input_error. */
-static vc_status hash_inputs(vc_context *ctx, const int32_t *coords, int64_t n, scratch *t, slot **table,
-                             uint64_t *cap, unsigned long long *flags) {
+static vc_status hash_inputs(vc_context *ctx, const int32_t *coords, int64_t n, uint64_t *keys, scratch *t,
+                             slot **table, uint64_t *cap, unsigned long long *flags) {
   const cudaStream_t s = t->s;
   *cap = table_capacity(n);
   TRY(scratch_alloc(ctx, t, (void **)table, *cap * sizeof(slot), "the input hash table"));
   VC_CUDA_TRY(ctx, cudaMemsetAsync(*table, 0xff, *cap * sizeof(slot), s));
-  k_check_range<<<vc_grid(n), 256, 0, s>>>(coords, n, flags);
-  k_insert_inputs<<<vc_grid(n), 256, 0, s>>>(coords, n, *table, *cap, flags + 1);
+  k_check_pack<<<vc_grid(n), 256, 0, s>>>(coords, n, keys, flags);
+  k_insert_inputs<<<vc_grid(n), 256, 0, s>>>(keys, n, *table, *cap, flags + 1);
   VC_CUDA_TRY(ctx, cudaGetLastError());
   return VC_OK;
 }
@@ -817,8 +824,8 @@ static vc_status input_error(vc_context *ctx, const int32_t *coords, int64_t n, 
 /* The brick table and pool of the input sites (submanifold). The pool's size is the brick
  * count, so this is the build's first synchronisation; input range errors are reported
  * here, duplicates (flags[1]) at the next one. */
-static vc_status hash_bricks(vc_context *ctx, const int32_t *coords, int64_t n, scratch *t, slot **table, uint64_t *cap,
-                             int32_t **pool, unsigned long long *flags) {
+static vc_status hash_bricks(vc_context *ctx, const int32_t *coords, int64_t n, uint64_t *keys, scratch *t,
+                             slot **table, uint64_t *cap, int32_t **pool, unsigned long long *flags) {
   const cudaStream_t s = t->s;
   /* bricks <= sites: load at most 2/3, usually far less (a surface fills a brick's face);
    * sites < 2^31, so the capacity stays below 2^32 as brick_start needs */
@@ -826,7 +833,7 @@ static vc_status hash_bricks(vc_context *ctx, const int32_t *coords, int64_t n, 
   TRY(scratch_alloc(ctx, t, (void **)table, *cap * sizeof(slot), "the brick table"));
   VC_CUDA_TRY(ctx, cudaMemsetAsync(*table, 0xff, *cap * sizeof(slot), s));
   VC_CUDA_TRY(ctx, cudaMemsetAsync(flags + 2, 0, sizeof *flags, s));
-  k_check_range<<<vc_grid(n), 256, 0, s>>>(coords, n, flags);
+  k_check_pack<<<vc_grid(n), 256, 0, s>>>(coords, n, keys, flags);
   k_claim_bricks<<<vc_grid(n), 256, 0, s>>>(coords, n, *table, *cap, flags + 2);
   VC_CUDA_TRY(ctx, cudaGetLastError());
   unsigned long long h[3]; /* input range, (duplicates: not yet), brick count */
@@ -842,7 +849,7 @@ static vc_status hash_bricks(vc_context *ctx, const int32_t *coords, int64_t n, 
   return VC_OK;
 }
 
-/* Output sites of a sparse or transposed conv, sorted; allocates p->out_coords. */
+/* Output sites of a sparse or transposed conv, sorted; allocates p->out_keys. */
 static vc_status output_sites(vc_context *ctx, vc_plan *p, const int32_t *coords, const vc_geom &g, bool transposed,
                               scratch *t, unsigned long long *flags) {
   const cudaStream_t s = t->s;
@@ -887,9 +894,8 @@ static vc_status output_sites(vc_context *ctx, vc_plan *p, const int32_t *coords
   void *sort_tmp;
   TRY(scratch_alloc(ctx, t, &sort_tmp, vc_cuda_sort_tmp_bytes(p->n_out), "sorting output sites"));
   vc_cuda_sort_u64(list, p->n_out, sort_tmp, s);
-  TRY(plan_alloc(ctx, p, (void **)&p->out_coords, (size_t)p->n_out * 4 * sizeof(int32_t), s, "output coordinates"));
-  k_unpack<<<vc_grid(p->n_out), 256, 0, s>>>(list, p->n_out, p->out_coords);
-  VC_CUDA_TRY(ctx, cudaGetLastError());
+  TRY(plan_alloc(ctx, p, (void **)&p->out_keys, (size_t)p->n_out * sizeof(uint64_t), s, "output sites"));
+  VC_CUDA_TRY(ctx, cudaMemcpyAsync(p->out_keys, list, (size_t)p->n_out * sizeof(uint64_t), cudaMemcpyDeviceToDevice, s));
   return VC_OK;
 }
 
@@ -1101,29 +1107,29 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
   if (kind == VC_CONV_INVERSE) {
     p->n_in = paired->n_out;
     p->n_out = paired->n_in;
-    TRY(plan_alloc(ctx, p, (void **)&p->in_coords, (size_t)p->n_in * 16, s, "input coordinates"));
-    TRY(plan_alloc(ctx, p, (void **)&p->out_coords, (size_t)p->n_out * 16, s, "output coordinates"));
-    VC_CUDA_TRY(ctx, cudaMemcpyAsync(p->in_coords, paired->out_coords, (size_t)p->n_in * 16, cudaMemcpyDeviceToDevice, s));
-    VC_CUDA_TRY(ctx, cudaMemcpyAsync(p->out_coords, paired->in_coords, (size_t)p->n_out * 16, cudaMemcpyDeviceToDevice, s));
+    const size_t kin = (size_t)p->n_in * sizeof(uint64_t), kout = (size_t)p->n_out * sizeof(uint64_t);
+    TRY(plan_alloc(ctx, p, (void **)&p->in_keys, kin, s, "input sites"));
+    TRY(plan_alloc(ctx, p, (void **)&p->out_keys, kout, s, "output sites"));
+    VC_CUDA_TRY(ctx, cudaMemcpyAsync(p->in_keys, paired->out_keys, kin, cudaMemcpyDeviceToDevice, s));
+    VC_CUDA_TRY(ctx, cudaMemcpyAsync(p->out_keys, paired->in_keys, kout, cudaMemcpyDeviceToDevice, s));
     if (coords && p->n_in > 0) { /* must equal the paired outputs: compare on the host */
-      size_t bytes = (size_t)p->n_in * 16;
-      int32_t *a = (int32_t *)malloc(bytes), *b = (int32_t *)malloc(bytes);
+      int32_t *a = (int32_t *)malloc((size_t)p->n_in * 4 * sizeof(int32_t));
+      uint64_t *b = (uint64_t *)malloc(kin);
       vc_status st = VC_OK;
       if (!a || !b) st = vc_fail(ctx, VC_ERR_OUT_OF_MEMORY, "vc_plan_create: out of host memory");
-      if (st == VC_OK) st = read_back(ctx, a, coords, bytes, s);
-      if (st == VC_OK) st = read_back(ctx, b, paired->out_coords, bytes, s);
+      if (st == VC_OK) st = read_back(ctx, a, coords, (size_t)p->n_in * 4 * sizeof(int32_t), s);
+      if (st == VC_OK) st = read_back(ctx, b, p->in_keys, kin, s);
       if (st == VC_OK) st = vc_check_paired_coords(ctx, a, b, p->n_in);
       free(a), free(b);
       if (st != VC_OK) return st;
     }
   } else {
-    if (bricks) TRY(hash_bricks(ctx, coords, p->n_in, t, &table, &cap, &pool, flags));
-    else TRY(hash_inputs(ctx, coords, p->n_in, t, &table, &cap, flags));
-    TRY(plan_alloc(ctx, p, (void **)&p->in_coords, (size_t)p->n_in * 16, s, "input coordinates"));
-    VC_CUDA_TRY(ctx, cudaMemcpyAsync(p->in_coords, coords, (size_t)p->n_in * 16, cudaMemcpyDeviceToDevice, s));
+    TRY(plan_alloc(ctx, p, (void **)&p->in_keys, (size_t)p->n_in * sizeof(uint64_t), s, "input sites"));
+    if (bricks) TRY(hash_bricks(ctx, coords, p->n_in, p->in_keys, t, &table, &cap, &pool, flags));
+    else TRY(hash_inputs(ctx, coords, p->n_in, p->in_keys, t, &table, &cap, flags));
     if (kind == VC_CONV_SUBMANIFOLD) {
       p->n_out = p->n_in;
-      p->out_coords = p->in_coords;
+      p->out_keys = p->in_keys;
     } else {
       TRY(output_sites(ctx, p, coords, g, kind == VC_CONV_TRANSPOSED, t, flags));
     }
@@ -1146,16 +1152,16 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
                                                                    cp->nb);
       k_row_stats<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(cp->nb, p->n_out, g.K, W, rmask, cnt);
     } else if (bricks) {
-      k_lookup_bricks<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(p->in_coords, p->n_out, g, table, cap, pool,
+      k_lookup_bricks<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(p->in_keys, p->n_out, g, table, cap, pool,
                                                                        cp->nb, rmask, W, cnt);
     } else if (kind == VC_CONV_SUBMANIFOLD) {
       VC_CUDA_TRY(ctx, cudaMemsetAsync(cp->nb, 0xff, (size_t)nbn * sizeof(int32_t), s));
       int lg = 0; /* lanes per row: a power of two above K / 2 */
       while ((1 << lg) <= g.K / 2) lg++;
-      k_neighbors_submanifold<<<vc_grid(p->n_out << lg), 256, 0, s>>>(p->in_coords, p->n_out, g, lg, table, cap, cp->nb);
+      k_neighbors_submanifold<<<vc_grid(p->n_out << lg), 256, 0, s>>>(p->in_keys, p->n_out, g, lg, table, cap, cp->nb);
       k_row_stats<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(cp->nb, p->n_out, g.K, W, rmask, cnt);
     } else {
-      k_lookup_rows<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(p->out_coords, p->n_out, g, kind == VC_CONV_TRANSPOSED, table,
+      k_lookup_rows<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(p->out_keys, p->n_out, g, kind == VC_CONV_TRANSPOSED, table,
                                                         cap, cp->nb, rmask, W, cnt);
     }
     VC_CUDA_TRY(ctx, cudaGetLastError());
@@ -1239,10 +1245,16 @@ extern "C" vc_status vc_cuda_kernel_map(const vc_plan *p, int32_t *in_index, int
   return st;
 }
 
+extern "C" vc_status vc_cuda_out_coords(const vc_plan *p, int32_t *dst, cudaStream_t s) {
+  k_unpack<<<vc_grid(p->n_out), 256, 0, s>>>(p->out_keys, p->n_out, dst);
+  VC_CUDA_TRY(p->ctx, cudaGetLastError());
+  return VC_OK;
+}
+
 extern "C" void vc_cuda_plan_release(vc_plan *p) {
   vc_cuda_plan *cp = (vc_cuda_plan *)p->backend_data;
-  if (p->out_coords != p->in_coords) cudaFree(p->out_coords);
-  cudaFree(p->in_coords);
+  if (p->out_keys != p->in_keys) cudaFree(p->out_keys);
+  cudaFree(p->in_keys);
   cudaFree(p->pair_in);
   cudaFree(p->pair_out);
   cudaFree(p->pair_self);

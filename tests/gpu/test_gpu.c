@@ -257,14 +257,41 @@ static void compare_plans(vc_context *gctx, const vc_plan *cpu, const vc_plan *g
 
 /* ---- (a) kernel maps -------------------------------------------------------------------- */
 
-/* The inverse plan once more, now given the paired plan's output sites (device memory). */
+/* The inverse plan once more, now given the paired plan's output sites (device memory);
+ * then given them with one row moved, which both backends must reject naming that row and
+ * both sites. */
 static void inverse_with_coords(const plan_pair *pp) {
   const int64_t m = vc_plan_out_count(pp->gpu_paired);
-  int32_t *dc = dev_alloc((size_t)m * 4 * sizeof *dc);
+  const size_t bytes = (size_t)m * 4 * sizeof(int32_t);
+  int32_t *dc = dev_alloc(bytes);
   CHECK_OK(g_gpu, vc_plan_out_coords(pp->gpu_paired, dc, g_stream));
   vc_plan *p = NULL;
   if (plan_make(g_gpu, &pp->desc, dc, m, pp->gpu_paired, &p, pp->what)) compare_plans(g_gpu, pp->cpu, p, pp->what);
   vc_plan_destroy(p);
+  if (m > 0) {
+    int32_t *hc = host_alloc(bytes);
+    dev_download(hc, dc, bytes);
+    const int64_t row = m / 2;
+    char site[64], moved[64];
+    snprintf(site, sizeof site, "(%d, %d, %d, %d)", hc[4 * row], hc[4 * row + 1], hc[4 * row + 2], hc[4 * row + 3]);
+    hc[4 * row + 3] += hc[4 * row + 3] < VC_COORD_MAX ? 1 : -1;
+    snprintf(moved, sizeof moved, "coords row %lld (%d, %d, %d, %d) differs", (long long)row, hc[4 * row],
+             hc[4 * row + 1], hc[4 * row + 2], hc[4 * row + 3]);
+    int32_t *bad = dev_upload(hc, bytes);
+    vc_context *ctxs[2] = {g_cpu, g_gpu};
+    const vc_plan *paired[2] = {pp->cpu_paired, pp->gpu_paired};
+    for (int b = 0; b < 2; b++) {
+      p = NULL;
+      const vc_status s = vc_plan_create(ctxs[b], &pp->desc, b ? bad : hc, m, paired[b], b ? g_stream : NULL, &p);
+      const char *msg = vc_last_error(ctxs[b]);
+      CHECK(s == VC_ERR_INVALID_ARGUMENT && p == NULL && vc_test_contains(msg, moved) && vc_test_contains(msg, site),
+            "%s, a moved coords row on the %s: %s, plan %p, message '%s'", pp->what, b ? "GPU" : "CPU",
+            vc_status_string(s), (void *)p, msg);
+      vc_plan_destroy(p);
+    }
+    dev_free(bad);
+    free(hc);
+  }
   dev_free(dc);
 }
 
