@@ -298,18 +298,22 @@ static const tc_kernel tc_kernels[2][3][2] = {
 
 __device__ static inline float ld_or0(const float *src, bool ok) { return ok ? *src : 0.0f; }
 
-/* sA[k][m], sB[k][n] for one BK slice; scalar, synchronous, zero-filled. */
+/* sA[k][m], sB[k][n] for one BK slice; scalar, synchronous, zero-filled. lists: the wgrad's
+ * output and input rows (k_implicit_ffma). */
 __device__ static __forceinline__ void ff_load(const imp_args &p, const tile_pos &t, const int32_t *rowid, const int16_t *act,
-                               const int32_t *gtab, int n_act, int it, float (*sA)[FF_BM], float (*sB)[FF_BN]) {
+                               const int32_t *gtab, int n_act, int it, const int32_t *const *lists,
+                               float (*sA)[FF_BM], float (*sB)[FF_BN]) {
   const float *a_src = (const float *)p.a_src, *b_src = (const float *)p.b_src, *w = (const float *)p.w;
+  /* the wgrad's lists, both read before the slice's shared stores (which would order them) */
+  const int32_t *const lo = p.mode == MODE_WGRAD ? lists[0] : NULL, *const li = p.mode == MODE_WGRAD ? lists[1] : NULL;
   for (int e = threadIdx.x; e < FF_BK * FF_BM; e += FF_THREADS) {
     if (p.mode == MODE_WGRAD) { /* k-major element order: coalesced along m and n */
       const int k = e / FF_BM, mn = e % FF_BM;
       const int64_t j = t.j0 + (int64_t)it * FF_BK + k;
       const bool ok = j < t.j1;
       const int64_t co = t.m0 + mn, ci = t.n0 + mn;
-      sA[k][mn] = ld_or0(a_src + (ok ? (int64_t)t.lo[j] * p.co + co : 0), ok && co < p.co);
-      sB[k][mn] = ld_or0(b_src + (ok ? (int64_t)t.li[j] * p.ci + ci : 0), ok && ci < p.ci);
+      sA[k][mn] = ld_or0(a_src + (ok ? (int64_t)__ldg(lo + j) * p.co + co : 0), ok && co < p.co);
+      sB[k][mn] = ld_or0(b_src + (ok ? (int64_t)__ldg(li + j) * p.ci + ci : 0), ok && ci < p.ci);
       continue;
     }
     const int a = it / t.nkc, col = act[a], rw = p.flip ? p.K - 1 - col : col;
@@ -331,18 +335,24 @@ __device__ static __forceinline__ void ff_load(const imp_args &p, const tile_pos
   }
 }
 
-/* Five CTAs a multiprocessor (at most 48 registers, no spill): the wgrad's two list
- * pointers a tile (tile_pos.lo, li: vc_plan.lists) take it to 57-58 registers and four CTAs,
- * which made its forward launches in suite L f32 3-12 % longer (ncu, bench/NOTES.md,
- * session 42). */
+/* Five CTAs a multiprocessor (48 registers, no spill). The wgrad's two list pointers a tile
+ * (tile_pos.lo, li: vc_plan.lists) wait in shared memory between slices: held in registers
+ * they took the kernel to 57-62 registers, and bounded to 48 its forward launches in suite L
+ * f32 ran 3-4 % longer. ff_load reads both before the slice's shared stores and its index
+ * loads go through __ldg (the lists are read-only here): a pointer chosen at run time makes
+ * generic loads, which like a later read of the pointers could alias those stores, so each
+ * element's loads waited for the stores before them (the wgrad launches 12-50 % longer;
+ * bench/NOTES.md, sessions 42-43). */
 __global__ void __launch_bounds__(FF_THREADS, 5) k_implicit_ffma(const imp_args p) {
   __shared__ float sA[FF_BK][FF_BM], sB[FF_BK][FF_BN];
   TILE_SETUP(FF_BM, FF_BN, FF_BK, false);
+  __shared__ const int32_t *lists[2];
+  if (p.mode == MODE_WGRAD && threadIdx.x == 0) lists[0] = t.lo, lists[1] = t.li; /* read after the loop's barrier */
   const int tm = (threadIdx.x / 16) * 4, tn = (threadIdx.x % 16) * 4;
   float acc[4][4] = {{0}};
   for (int it = 0; it < t.n_it; it++) {
     __syncthreads();
-    ff_load(p, t, rowid, act, gtab, n_act, it, sA, sB);
+    ff_load(p, t, rowid, act, gtab, n_act, it, lists, sA, sB);
     __syncthreads();
 #pragma unroll
     for (int k = 0; k < FF_BK; k++)
