@@ -148,8 +148,8 @@ static void test_kmap_dense_block_and_range_edges(void) {
   vc_context_destroy(ctx);
 }
 
-/* vc_plan_memory_bytes on the CPU: coordinates (an inverse or strided plan keeps two sets),
- * both pair lists and the K+1 offsets; the build's neighbour table is not kept. */
+/* vc_plan_memory_bytes on the CPU: the sites' 8-byte keys (an inverse or strided plan keeps
+ * two sets), both pair lists and the K+1 offsets; the build's neighbour table is not kept. */
 static void test_kmap_memory_bytes(void) {
   vc_context *ctx;
   CHECK_OK(NULL, vc_context_create(VC_DEVICE_CPU, 0, &ctx));
@@ -162,7 +162,7 @@ static void test_kmap_memory_bytes(void) {
     vc_plan *p = NULL;
     CHECK_OK(ctx, vc_plan_create(ctx, &d, coords, n, NULL, NULL, &p));
     const int64_t sites = n + (kinds[k] == VC_CONV_SPARSE ? vc_plan_out_count(p) : 0);
-    const size_t want = (size_t)sites * 16 + (size_t)vc_plan_pair_count(p) * 8 + 28 * 8;
+    const size_t want = (size_t)sites * 8 + (size_t)vc_plan_pair_count(p) * 8 + 28 * 8;
     CHECK(vc_plan_memory_bytes(p) == want, "kind %d: %zu bytes, expected %zu", (int)kinds[k],
           vc_plan_memory_bytes(p), want);
     vc_plan_destroy(p);
