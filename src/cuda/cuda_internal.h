@@ -54,12 +54,11 @@ typedef struct vc_cuda_plan {
    * the plan where it could pay (the masked kernels, one mask word, and a tile order with at
    * least half a tile a multiprocessor, or VC_GROUP_LARGE_ROWS rows), else NULL; g_tile is
    * NULL where the plan has no tile order (on an H100 no plan of VC_GROUP_LARGE_ROWS has one;
-   * on 256+ multiprocessors it would). Built by
-   * the first call that uses it, on that call's stream, from rmask (the row masks, kept for
-   * it), and ready for other streams once g_done has fired. One allocation: g_order's buffer
-   * holds the other three. */
+   * on 256+ multiprocessors it would). Built by the first call that uses it, on that call's
+   * stream, from nb's row masks, and ready for other streams once g_done has fired. One
+   * allocation: g_order's buffer holds the other two. */
   int32_t *g_order;
-  uint32_t *g_blk, *g_rmask;
+  uint32_t *g_blk;
   int32_t *g_tile;
   cudaEvent_t g_done;
   int g_window; /* rows a window of the built order (2048 or 8192); 0 until it is built */

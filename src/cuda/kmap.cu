@@ -542,17 +542,28 @@ __device__ static __forceinline__ void order_window(const uint32_t *mask, int64_
 ORDER_KERNEL(k_order, VC_ORDER_WINDOW)
 ORDER_KERNEL(k_order_small, VC_ORDER_WINDOW_SMALL)
 
+/* Word w of row o's mask (bit r: the row meets offset r): from the row masks, or where the
+ * plan keeps none (vc_cuda_plan_groups) from its K neighbours in nb, for K <= 32 (w 0). */
+__device__ static __forceinline__ uint32_t row_mask(const uint32_t *mask, const int32_t *nb, int K, int W, int64_t o,
+                                                    int w) {
+  if (mask) return mask[o * W + w];
+  uint32_t m = 0;
+  for (int r = 0; r < K; r++) m |= (uint32_t)(nb[o * K + r] >= 0) << r;
+  return m;
+}
+
 /* blk[b * W + w] = the OR of mask word w over the rows of block b of the order: a warp a
  * (block, word), two rows a lane (one thread a block, walking its 64 rows, took 15 us at
  * suite S RES 128). */
-__global__ static void k_block_masks(const uint32_t *mask, const int32_t *order, int64_t n_out, int W, uint32_t *blk) {
+__global__ static void k_block_masks(const uint32_t *mask, const int32_t *nb, int K, const int32_t *order, int64_t n_out,
+                                     int W, uint32_t *blk) {
   const int64_t nblk = (n_out + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK, warps = (int64_t)gridDim.x * blockDim.x / 32;
   const int lane = threadIdx.x & 31;
   for (int64_t j = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; j < nblk * W; j += warps) {
     const int64_t b = j / W, end = min(n_out, (b + 1) * VC_ORDER_BLOCK);
     const int w = (int)(j % W);
     uint32_t m = 0;
-    for (int64_t i = b * VC_ORDER_BLOCK + lane; i < end; i += 32) m |= mask[(int64_t)order[i] * W + w];
+    for (int64_t i = b * VC_ORDER_BLOCK + lane; i < end; i += 32) m |= row_mask(mask, nb, K, W, order[i], w);
     m = __reduce_or_sync(~0u, m);
     if (lane == 0) blk[j] = m;
   }
@@ -579,7 +590,7 @@ __global__ static void k_block_masks(const uint32_t *mask, const int32_t *order,
  * three warp reductions of the warps' results (the count before this warp, the total, the
  * least key). */
 template <int WIN, int T>
-__global__ static void __launch_bounds__(T) k_group(const uint32_t *mask, int64_t n_out, const int32_t *in,
+__global__ static void __launch_bounds__(T) k_group(const int32_t *nb, int K, int64_t n_out, const int32_t *in,
                                                     int32_t *order) {
   constexpr int PER = WIN / T, WARPS = T / 32, RB = WIN <= 2048 ? 11 : WIN <= 8192 ? 13 : 15;
   static_assert(PER <= 32 && WARPS <= 32 && WIN <= 1 << RB && RB + 12 <= 32,
@@ -595,7 +606,7 @@ __global__ static void __launch_bounds__(T) k_group(const uint32_t *mask, int64_
   const int nw = (int)min((int64_t)WIN, n_out - w0);
   for (int i = t; i < nw; i += T) {
     const int32_t r = in[w0 + i];
-    ids[i] = r, ms[i] = mask[r];
+    ids[i] = r, ms[i] = row_mask(NULL, nb, K, 1, r, 0);
   }
   __syncthreads();
   /* this thread's rows t PER + j: masks, their keys' fixed part (32 - own offsets) << RB |
@@ -661,8 +672,8 @@ __global__ static void __launch_bounds__(T) k_group(const uint32_t *mask, int64_
 #define GRP_SMEM(win) ((size_t)(win) * 8) /* a window's row ids and masks */
 
 template <int WIN, int T>
-static void group_rows(const uint32_t *mask, int64_t n, const int32_t *in, int32_t *out, cudaStream_t s) {
-  k_group<WIN, T><<<(unsigned)((n + WIN - 1) / WIN), T, GRP_SMEM(WIN), s>>>(mask, n, in, out);
+static void group_rows(const int32_t *nb, int K, int64_t n, const int32_t *in, int32_t *out, cudaStream_t s) {
+  k_group<WIN, T><<<(unsigned)((n + WIN - 1) / WIN), T, GRP_SMEM(WIN), s>>>(nb, K, n, in, out);
 }
 
 /* tord = the VC_TILE_ROWS-row tiles by the count of offsets their rows meet (from the block
@@ -984,28 +995,26 @@ static vc_status pair_lists(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const
   return VC_OK;
 }
 
-/* The row masks (n_out words, W = 1) where the plan keeps them for vc_cuda_plan_groups:
- * its regrouped order's buffer is allocated here, ahead of the map, where the order could
- * pay (the masked kernels, one mask word, and a tile order with at least half a tile a
- * multiprocessor, or VC_GROUP_LARGE_ROWS rows), and the map writes the masks into it; else
- * *rmask is NULL.
- * One buffer of 4-byte words: order, row masks, tile order (where the plan has one), block
- * masks (with four allocations suite L's map build read 0.15-0.27 ms longer, with one within
- * the spread). */
-static vc_status group_buffer(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, int W, cudaStream_t s, uint32_t **rmask) {
+/* The regrouped order's buffer (vc_cuda_plan_groups), where the order could pay: the masked
+ * kernels, one mask word, and a tile order with at least half a tile a multiprocessor, or
+ * VC_GROUP_LARGE_ROWS rows. One buffer of 4-byte words: order, tile order (where the plan
+ * has one), block masks (with four allocations suite L's map build read 0.15-0.27 ms
+ * longer, with one within the spread). The order is built from nb's row masks, not from
+ * kept ones: 4 bytes a site less (15.7 MiB at suite S RES 1024) for two more reads of nb,
+ * once a plan (at 4 M rows the build went 1.54 -> 1.96 ms, ncu; bench/NOTES.md, session
+ * 43). */
+static vc_status group_buffer(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, int W, cudaStream_t s) {
   const int64_t n = p->n_out, nblk = (n + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK,
                 tiles = (n + VC_TILE_ROWS - 1) / VC_TILE_ROWS;
   const int n_sm = vc_cuda(ctx)->n_sm;
   const bool tord = vc_cuda_tile_order_used(tiles, n_sm);
-  *rmask = NULL;
   if (!vc_cuda(ctx)->masked || W != 1 || n == 0 || !(tord ? 2 * tiles >= n_sm : n >= VC_GROUP_LARGE_ROWS))
     return VC_OK;
   const int64_t gt = tord ? tiles : 0;
-  TRY(plan_alloc(ctx, p, (void **)&cp->g_order, (size_t)(2 * n + gt + nblk) * 4, s, "the regrouped order"));
-  cp->g_rmask = (uint32_t *)(cp->g_order + n), cp->g_tile = gt ? (int32_t *)(cp->g_rmask + n) : NULL;
-  cp->g_blk = (uint32_t *)(cp->g_rmask + n + gt);
+  TRY(plan_alloc(ctx, p, (void **)&cp->g_order, (size_t)(n + gt + nblk) * 4, s, "the regrouped order"));
+  cp->g_tile = gt ? cp->g_order + n : NULL;
+  cp->g_blk = (uint32_t *)(cp->g_order + n + gt);
   VC_CUDA_TRY(ctx, cudaEventCreateWithFlags(&cp->g_done, cudaEventDisableTiming));
-  *rmask = cp->g_rmask;
   return VC_OK;
 }
 
@@ -1039,7 +1048,7 @@ static vc_status encodings(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const 
     (window == VC_ORDER_WINDOW ? k_order : k_order_small)<<<(unsigned)((n + window - 1) / window),
                                                            window / ORDER_ITEMS, ORDER_SMEM(window), a>>>(
         rmask, n, W, bits, cp->offsets_dev, K, cp->order);
-    k_block_masks<<<vc_grid(nblk * W * 32), 256, 0, a>>>(rmask, cp->order, n, W, cp->blk_mask);
+    k_block_masks<<<vc_grid(nblk * W * 32), 256, 0, a>>>(rmask, NULL, K, cp->order, n, W, cp->blk_mask);
     if (cp->tile_order) k_tile_order<<<1, TORD_THREADS, 0, a>>>(cp->blk_mask, n, W, cp->tile_order);
   }
   if (reverse) {
@@ -1070,8 +1079,8 @@ extern "C" vc_status vc_cuda_plan_groups(vc_context *ctx, const vc_plan *p, cuda
   if (cap != cudaStreamCaptureStatusNone) return VC_OK;
   const int64_t n = p->n_out, nblk = (n + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK;
   if (!cp->g_window) {
-    (large ? group_rows<GRP_LARGE> : group_rows<GRP_SMALL>)(cp->g_rmask, n, cp->order, cp->g_order, s);
-    k_block_masks<<<vc_grid(nblk * 32), 256, 0, s>>>(cp->g_rmask, cp->g_order, n, 1, cp->g_blk);
+    (large ? group_rows<GRP_LARGE> : group_rows<GRP_SMALL>)(cp->nb, p->kvol, n, cp->order, cp->g_order, s);
+    k_block_masks<<<vc_grid(nblk * 32), 256, 0, s>>>(NULL, cp->nb, p->kvol, cp->g_order, n, 1, cp->g_blk);
     if (cp->g_tile) k_tile_order<<<1, TORD_THREADS, 0, s>>>(cp->g_blk, n, 1, cp->g_tile);
     VC_CUDA_TRY(ctx, cudaGetLastError());
     VC_CUDA_TRY(ctx, cudaEventRecord(cp->g_done, s));
@@ -1141,8 +1150,8 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
   int32_t *cnt;
   uint32_t *rmask; /* [n_out, W] bit r set when nb[o, r] >= 0: only the orders and block masks need it */
   TRY(plan_alloc(ctx, p, (void **)&cp->nb, (size_t)nbn * sizeof(int32_t), s, "the neighbour table"));
-  TRY(group_buffer(ctx, p, cp, W, s, &rmask));
-  if (!rmask) TRY(scratch_alloc(ctx, t, (void **)&rmask, (size_t)p->n_out * W * sizeof(uint32_t), "row masks"));
+  TRY(group_buffer(ctx, p, cp, W, s));
+  TRY(scratch_alloc(ctx, t, (void **)&rmask, (size_t)p->n_out * W * sizeof(uint32_t), "row masks"));
   TRY(scratch_alloc(ctx, t, (void **)&cnt, (size_t)(nrb * g.K) * sizeof(int32_t), "pair counts"));
   if (p->n_out > 0) {
     if (kind == VC_CONV_INVERSE) {
