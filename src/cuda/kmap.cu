@@ -542,28 +542,17 @@ __device__ static __forceinline__ void order_window(const uint32_t *mask, int64_
 ORDER_KERNEL(k_order, VC_ORDER_WINDOW)
 ORDER_KERNEL(k_order_small, VC_ORDER_WINDOW_SMALL)
 
-/* Word w of row o's mask (bit r: the row meets offset r): from the row masks, or where the
- * plan keeps none (vc_cuda_plan_groups) from its K neighbours in nb, for K <= 32 (w 0). */
-__device__ static __forceinline__ uint32_t row_mask(const uint32_t *mask, const int32_t *nb, int K, int W, int64_t o,
-                                                    int w) {
-  if (mask) return mask[o * W + w];
-  uint32_t m = 0;
-  for (int r = 0; r < K; r++) m |= (uint32_t)(nb[o * K + r] >= 0) << r;
-  return m;
-}
-
 /* blk[b * W + w] = the OR of mask word w over the rows of block b of the order: a warp a
  * (block, word), two rows a lane (one thread a block, walking its 64 rows, took 15 us at
  * suite S RES 128). */
-__global__ static void k_block_masks(const uint32_t *mask, const int32_t *nb, int K, const int32_t *order, int64_t n_out,
-                                     int W, uint32_t *blk) {
+__global__ static void k_block_masks(const uint32_t *mask, const int32_t *order, int64_t n_out, int W, uint32_t *blk) {
   const int64_t nblk = (n_out + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK, warps = (int64_t)gridDim.x * blockDim.x / 32;
   const int lane = threadIdx.x & 31;
   for (int64_t j = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; j < nblk * W; j += warps) {
     const int64_t b = j / W, end = min(n_out, (b + 1) * VC_ORDER_BLOCK);
     const int w = (int)(j % W);
     uint32_t m = 0;
-    for (int64_t i = b * VC_ORDER_BLOCK + lane; i < end; i += 32) m |= row_mask(mask, nb, K, W, order[i], w);
+    for (int64_t i = b * VC_ORDER_BLOCK + lane; i < end; i += 32) m |= mask[(int64_t)order[i] * W + w];
     m = __reduce_or_sync(~0u, m);
     if (lane == 0) blk[j] = m;
   }
@@ -588,25 +577,30 @@ __global__ static void k_block_masks(const uint32_t *mask, const int32_t *nb, in
  * t PER .. in registers, the rows left as one bit each; a step is one pass over them, a
  * warp scan of the rows that add nothing and a warp minimum of the keys, one barrier, and
  * three warp reductions of the warps' results (the count before this warp, the total, the
- * least key). */
+ * least key). The rows' masks come from nb; the window's block masks (blk, VC_ORDER_BLOCK
+ * rows each) are ORed from the placed rows' masks kept in shared memory, where a pass over
+ * nb in the new order took 0.25 ms at 4 M rows (bench/NOTES.md, session 43). */
 template <int WIN, int T>
 __global__ static void __launch_bounds__(T) k_group(const int32_t *nb, int K, int64_t n_out, const int32_t *in,
-                                                    int32_t *order) {
+                                                    int32_t *order, uint32_t *blk) {
   constexpr int PER = WIN / T, WARPS = T / 32, RB = WIN <= 2048 ? 11 : WIN <= 8192 ? 13 : 15;
   static_assert(PER <= 32 && WARPS <= 32 && WIN <= 1 << RB && RB + 12 <= 32,
                 "a thread's rows in one word, a warp's result a lane; the key's fields fit");
-  static_assert(VC_ORDER_WINDOW % WIN == 0 && VC_ORDER_WINDOW_SMALL % WIN == 0 && WIN % VC_TILE_ROWS == 0,
-                "windows lie inside the Gray windows and hold whole tiles");
-  extern __shared__ uint32_t grp_smem[]; /* WIN row ids, then their masks */
+  static_assert(VC_ORDER_WINDOW % WIN == 0 && VC_ORDER_WINDOW_SMALL % WIN == 0 && WIN % VC_TILE_ROWS == 0 &&
+                    WIN % VC_ORDER_BLOCK == 0,
+                "windows lie inside the Gray windows and hold whole tiles and mask blocks");
+  extern __shared__ uint32_t grp_smem[]; /* WIN row ids, their masks, the masks by placed position */
   int32_t *ids = (int32_t *)grp_smem;
-  uint32_t *ms = grp_smem + WIN;
+  uint32_t *ms = grp_smem + WIN, *pm = grp_smem + 2 * WIN;
   __shared__ uint64_t wsum[2][WARPS]; /* a step's warp results, by step parity: best << 32 | zero rows */
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
   const int64_t w0 = (int64_t)blockIdx.x * WIN;
   const int nw = (int)min((int64_t)WIN, n_out - w0);
   for (int i = t; i < nw; i += T) {
     const int32_t r = in[w0 + i];
-    ids[i] = r, ms[i] = row_mask(NULL, nb, K, 1, r, 0);
+    uint32_t m = 0; /* the row's mask (bit c: it meets offset c; K <= 32) */
+    for (int c = 0; c < K; c++) m |= (uint32_t)(nb[(int64_t)r * K + c] >= 0) << c;
+    ids[i] = r, ms[i] = m;
   }
   __syncthreads();
   /* this thread's rows t PER + j: masks, their keys' fixed part (32 - own offsets) << RB |
@@ -652,28 +646,36 @@ __global__ static void __launch_bounds__(T) k_group(const int32_t *nb, int K, in
     for (int k = before + incl - zc; zb && k < need; k++) {
       const int j = __ffs(zb) - 1;
       zb &= zb - 1, rem &= ~(1u << j);
-      order[w0 + pos + k] = ids[t * PER + j];
+      order[w0 + pos + k] = ids[t * PER + j], pm[pos + k] = ms[t * PER + j];
     }
     const int took = min(total, need);
     pos += took, run += took;
     if (run < VC_TILE_ROWS && pos < nw) { /* every row left adds an offset (or starts the run) */
       const int i = (int)(best & ((1u << RB) - 1));
-      if (i / PER == t) rem &= ~(1u << (i % PER)), order[w0 + pos] = ids[i];
+      if (i / PER == t) rem &= ~(1u << (i % PER)), order[w0 + pos] = ids[i], pm[pos] = ms[i];
       u = run == 0 ? ms[i] : u | ms[i];
       pos++, run++;
     }
     if (run == VC_TILE_ROWS) run = 0;
+  }
+  __syncthreads();
+  for (int b = warp; b * VC_ORDER_BLOCK < nw; b += WARPS) { /* a warp a block */
+    uint32_t m = 0;
+    for (int i = b * VC_ORDER_BLOCK + lane; i < min(nw, (b + 1) * VC_ORDER_BLOCK); i += 32) m |= pm[i];
+    m = __reduce_or_sync(~0u, m);
+    if (lane == 0) blk[w0 / VC_ORDER_BLOCK + b] = m;
   }
 }
 #define GRP_SMALL_WIN 2048
 #define GRP_LARGE_WIN 8192
 #define GRP_SMALL GRP_SMALL_WIN, 256 /* window, threads */
 #define GRP_LARGE GRP_LARGE_WIN, 1024
-#define GRP_SMEM(win) ((size_t)(win) * 8) /* a window's row ids and masks */
+#define GRP_SMEM(win) ((size_t)(win) * 12) /* a window's row ids, masks, masks by position */
 
 template <int WIN, int T>
-static void group_rows(const int32_t *nb, int K, int64_t n, const int32_t *in, int32_t *out, cudaStream_t s) {
-  k_group<WIN, T><<<(unsigned)((n + WIN - 1) / WIN), T, GRP_SMEM(WIN), s>>>(nb, K, n, in, out);
+static void group_rows(const int32_t *nb, int K, int64_t n, const int32_t *in, int32_t *out, uint32_t *blk,
+                       cudaStream_t s) {
+  k_group<WIN, T><<<(unsigned)((n + WIN - 1) / WIN), T, GRP_SMEM(WIN), s>>>(nb, K, n, in, out, blk);
 }
 
 /* tord = the VC_TILE_ROWS-row tiles by the count of offsets their rows meet (from the block
@@ -1000,8 +1002,8 @@ static vc_status pair_lists(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const
  * VC_GROUP_LARGE_ROWS rows. One buffer of 4-byte words: order, tile order (where the plan
  * has one), block masks (with four allocations suite L's map build read 0.15-0.27 ms
  * longer, with one within the spread). The order is built from nb's row masks, not from
- * kept ones: 4 bytes a site less (15.7 MiB at suite S RES 1024) for two more reads of nb,
- * once a plan (at 4 M rows the build went 1.54 -> 1.96 ms, ncu; bench/NOTES.md, session
+ * kept ones: 4 bytes a site less (15.7 MiB at suite S RES 1024) for one more read of nb,
+ * once a plan (at 4 M rows the build went 1.54 -> 1.77 ms, ncu; bench/NOTES.md, session
  * 43). */
 static vc_status group_buffer(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, int W, cudaStream_t s) {
   const int64_t n = p->n_out, nblk = (n + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK,
@@ -1048,7 +1050,7 @@ static vc_status encodings(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const 
     (window == VC_ORDER_WINDOW ? k_order : k_order_small)<<<(unsigned)((n + window - 1) / window),
                                                            window / ORDER_ITEMS, ORDER_SMEM(window), a>>>(
         rmask, n, W, bits, cp->offsets_dev, K, cp->order);
-    k_block_masks<<<vc_grid(nblk * W * 32), 256, 0, a>>>(rmask, NULL, K, cp->order, n, W, cp->blk_mask);
+    k_block_masks<<<vc_grid(nblk * W * 32), 256, 0, a>>>(rmask, cp->order, n, W, cp->blk_mask);
     if (cp->tile_order) k_tile_order<<<1, TORD_THREADS, 0, a>>>(cp->blk_mask, n, W, cp->tile_order);
   }
   if (reverse) {
@@ -1077,10 +1079,9 @@ extern "C" vc_status vc_cuda_plan_groups(vc_context *ctx, const vc_plan *p, cuda
   cudaStreamCaptureStatus cap;
   VC_CUDA_TRY(ctx, cudaStreamIsCapturing(s, &cap));
   if (cap != cudaStreamCaptureStatusNone) return VC_OK;
-  const int64_t n = p->n_out, nblk = (n + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK;
+  const int64_t n = p->n_out;
   if (!cp->g_window) {
-    (large ? group_rows<GRP_LARGE> : group_rows<GRP_SMALL>)(cp->nb, p->kvol, n, cp->order, cp->g_order, s);
-    k_block_masks<<<vc_grid(nblk * 32), 256, 0, s>>>(NULL, cp->nb, p->kvol, cp->g_order, n, 1, cp->g_blk);
+    (large ? group_rows<GRP_LARGE> : group_rows<GRP_SMALL>)(cp->nb, p->kvol, n, cp->order, cp->g_order, cp->g_blk, s);
     if (cp->g_tile) k_tile_order<<<1, TORD_THREADS, 0, s>>>(cp->g_blk, n, 1, cp->g_tile);
     VC_CUDA_TRY(ctx, cudaGetLastError());
     VC_CUDA_TRY(ctx, cudaEventRecord(cp->g_done, s));
