@@ -169,13 +169,11 @@ struct vc_plan {
   /* The pairs of offsets 0 .. lists-1, entries 0 .. offsets[lists]-1, ascending by output
    * row within an offset. lists is K, or K/2 in the CUDA backend's submanifold plans, whose
    * other pairs follow from these (vc_plan_list): the centre's are (o, o) for every row o,
-   * both rows read from pair_self (0 .. n_out-1; NULL where lists is K), and offset r past
-   * it, the opposite displacement of offset K-1-r, has that offset's pairs with the two rows
-   * swapped (in that list's order: ascending by input row). At suite S RES 1024 that keeps
-   * 5.9 of the 12.8 pairs a site, and a word a site for the centre. */
+   * in order (no list: the identity), and offset r past it, the opposite displacement of
+   * offset K-1-r, has that offset's pairs with the two rows swapped (in that list's order:
+   * ascending by input row). At suite S RES 1024 that keeps 5.9 of the 12.8 pairs a site. */
   int32_t *pair_in;
   int32_t *pair_out;
-  int32_t *pair_self;
   int32_t lists;
   void *backend_data;
   size_t mem_bytes;         /* backend memory the plan owns (vc_plan_memory_bytes), set by the
@@ -183,14 +181,15 @@ struct vc_plan {
 };
 
 /* Offset r's pairs as stored: pair j (offsets[r] <= j < offsets[r+1]) has output row
- * out[j - shift] and input row in[j - shift]. */
+ * out[j - shift] and input row in[j - shift]; out and in NULL (a mirrored plan's centre):
+ * both rows are j - shift itself. */
 typedef struct vc_pair_list {
   const int32_t *out, *in;
   int64_t shift;
 } vc_pair_list;
 static inline vc_pair_list vc_plan_list(const vc_plan *p, int r) {
   vc_pair_list l = {p->pair_out, p->pair_in, 0};
-  if (r == p->lists) l.out = l.in = p->pair_self, l.shift = p->offsets[r];
+  if (r == p->lists) l.out = l.in = NULL, l.shift = p->offsets[r];
   else if (r > p->lists)
     l.out = p->pair_in, l.in = p->pair_out, l.shift = p->offsets[r] - p->offsets[p->kvol - 1 - r];
   return l;

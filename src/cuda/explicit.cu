@@ -7,24 +7,33 @@
 
 static int64_t chunk_rows(const vc_plan *p) { return p->max_pairs < EXPLICIT_CHUNK ? p->max_pairs : EXPLICIT_CHUNK; }
 
-/* Copies rows idx[j] of src (row_words 4-byte words or, if odd-sized, 2-byte halves). */
-__global__ static void k_gather(void *dst, const void *src, const int32_t *idx, int64_t m, int64_t row_elems, int esz) {
+/* Pair row0 + j's row: idx[row0 + j] of a list as vc_plan_list gives it, or with idx NULL
+ * (a mirrored plan's centre) row0 + j itself. */
+__device__ static __forceinline__ int64_t pair_row(const int32_t *idx, int64_t row0, int64_t j) {
+  return idx ? idx[row0 + j] : row0 + j;
+}
+
+/* Copies the pairs' rows (pair_row) of src (row_words 4-byte words or, if odd-sized, 2-byte
+ * halves). */
+__global__ static void k_gather(void *dst, const void *src, const int32_t *idx, int64_t row0, int64_t m,
+                                int64_t row_elems, int esz) {
   if ((row_elems * esz) % 4 == 0) {
     const int64_t w = row_elems * esz / 4, total = m * w;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x)
-      ((uint32_t *)dst)[i] = ((const uint32_t *)src)[(int64_t)idx[i / w] * w + i % w];
+      ((uint32_t *)dst)[i] = ((const uint32_t *)src)[pair_row(idx, row0, i / w) * w + i % w];
   } else {
     const int64_t w = row_elems, total = m * w;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x)
-      ((uint16_t *)dst)[i] = ((const uint16_t *)src)[(int64_t)idx[i / w] * w + i % w];
+      ((uint16_t *)dst)[i] = ((const uint16_t *)src)[pair_row(idx, row0, i / w) * w + i % w];
   }
 }
 
-/* acc[idx[j], :] += c[j, :]; rows of one offset are distinct, so no atomics. */
-__global__ static void k_scatter_add(float *acc, const float *c, const int32_t *idx, int64_t m, int64_t cols) {
+/* acc[pair_row(j), :] += c[j, :]; rows of one offset are distinct, so no atomics. */
+__global__ static void k_scatter_add(float *acc, const float *c, const int32_t *idx, int64_t row0, int64_t m,
+                                     int64_t cols) {
   const int64_t total = m * cols;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x)
-    acc[(int64_t)idx[i / cols] * cols + i % cols] += c[i];
+    acc[pair_row(idx, row0, i / cols) * cols + i % cols] += c[i];
 }
 
 static cudaDataType_t cuda_type(vc_dtype dt) {
@@ -94,8 +103,8 @@ extern "C" vc_status vc_cuda_explicit_run(vc_context *ctx, const vc_plan *p, con
       const vc_pair_list l = vc_plan_list(p, r);
       for (int64_t b = p->offsets[r]; b < p->offsets[r + 1]; b += ch) {
         const int64_t m = p->offsets[r + 1] - b < ch ? p->offsets[r + 1] - b : ch;
-        k_gather<<<vc_grid(m * ci), 256, 0, s>>>(w.ga, in0, l.in + (b - l.shift), m, ci, es);
-        k_gather<<<vc_grid(m * co), 256, 0, s>>>(w.gb, in1, l.out + (b - l.shift), m, co, es);
+        k_gather<<<vc_grid(m * ci), 256, 0, s>>>(w.ga, in0, l.in, b - l.shift, m, ci, es);
+        k_gather<<<vc_grid(m * co), 256, 0, s>>>(w.gb, in1, l.out, b - l.shift, m, co, es);
         /* dW_r^T (ci x co) += X^T (ci x m) * G (m x co) */
         BLAS_TRY(ctx, cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_T, (int)ci, (int)co, (int)m, &one, w.ga, t, (int)ci, w.gb, t,
                                    (int)co, &one, acc + r * ci, CUDA_R_32F, (int)(K * ci), ct, CUBLAS_GEMM_DEFAULT));
@@ -114,12 +123,12 @@ extern "C" vc_status vc_cuda_explicit_run(vc_context *ctx, const vc_plan *p, con
     const int32_t *src_idx = fwd ? l.in : l.out, *dst_idx = fwd ? l.out : l.in;
     for (int64_t b = p->offsets[r]; b < p->offsets[r + 1]; b += ch) {
       const int64_t m = p->offsets[r + 1] - b < ch ? p->offsets[r + 1] - b : ch;
-      k_gather<<<vc_grid(m * c_src), 256, 0, s>>>(w.ga, in0, src_idx + (b - l.shift), m, c_src, es);
+      k_gather<<<vc_grid(m * c_src), 256, 0, s>>>(w.ga, in0, src_idx, b - l.shift, m, c_src, es);
       /* forward: C^T (co x m) = W_r (co x ci) * A^T; backward-data: C^T (ci x m) = W_r^T * G^T */
       BLAS_TRY(ctx, cublasGemmEx(h, fwd ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, (int)c_dst, (int)m, (int)c_src, &one,
                                  (const char *)in1 + r * ci * es, t, (int)(K * ci), w.ga, t, (int)c_src, &zero, w.gc,
                                  CUDA_R_32F, (int)c_dst, ct, CUBLAS_GEMM_DEFAULT));
-      k_scatter_add<<<vc_grid(m * c_dst), 256, 0, s>>>(acc, w.gc, dst_idx + (b - l.shift), m, c_dst);
+      k_scatter_add<<<vc_grid(m * c_dst), 256, 0, s>>>(acc, w.gc, dst_idx, b - l.shift, m, c_dst);
     }
   }
   if (!f32) vc_cuda_add_slices(out0, a->dtype, acc, 1, n_dst * c_dst, s);

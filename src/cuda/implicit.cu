@@ -74,7 +74,7 @@ __device__ static __forceinline__ void tc_load_stage(const imp_args &p, const ti
       const int c = threadIdx.x + h * TC_THREADS, k = c / 16, q = c % 16; /* [BK rows][128 contiguous] */
       const int64_t j = t.j0 + (int64_t)it * TC_BK + k;
       const bool ok = j < t.j1;
-      const int64_t ro = ok ? t.lo[j] : 0, ri = ok ? t.li[j] : 0;
+      const int64_t ro = ok ? imp_row(t.lo, j) : 0, ri = ok ? imp_row(t.li, j) : 0;
       load8(sA + k * (TC_BM + TC_PAD) + q * 8, a_src + ro * p.co + t.m0 + q * 8, ok, t.m0 + q * 8, p.co, p.fast, a_src);
       load8(sB + k * (TC_BN + TC_PAD) + q * 8, b_src + ri * p.ci + t.n0 + q * 8, ok, t.n0 + q * 8, p.ci, p.fast, b_src);
     }
@@ -298,22 +298,28 @@ static const tc_kernel tc_kernels[2][3][2] = {
 
 __device__ static inline float ld_or0(const float *src, bool ok) { return ok ? *src : 0.0f; }
 
-/* sA[k][m], sB[k][n] for one BK slice; scalar, synchronous, zero-filled. lists: the wgrad's
- * output and input rows (k_implicit_ffma). */
+/* sA[k][m], sB[k][n] for one BK slice; scalar, synchronous, zero-filled. The wgrad's slice
+ * first puts its pairs' rows in sidx (lists: its output and input rows, imp_row; -1 past
+ * the tile's pairs), one thread an entry, then every element reads them there. */
 __device__ static __forceinline__ void ff_load(const imp_args &p, const tile_pos &t, const int32_t *rowid, const int16_t *act,
                                const int32_t *gtab, int n_act, int it, const int32_t *const *lists,
-                               float (*sA)[FF_BM], float (*sB)[FF_BN]) {
+                               int32_t (*sidx)[FF_BK], float (*sA)[FF_BM], float (*sB)[FF_BN]) {
   const float *a_src = (const float *)p.a_src, *b_src = (const float *)p.b_src, *w = (const float *)p.w;
-  /* the wgrad's lists, both read before the slice's shared stores (which would order them) */
-  const int32_t *const lo = p.mode == MODE_WGRAD ? lists[0] : NULL, *const li = p.mode == MODE_WGRAD ? lists[1] : NULL;
+  if (p.mode == MODE_WGRAD) {
+    if (threadIdx.x < 2 * FF_BK) {
+      const int k = threadIdx.x % FF_BK, side = threadIdx.x / FF_BK;
+      const int64_t j = t.j0 + (int64_t)it * FF_BK + k;
+      sidx[side][k] = j < t.j1 ? imp_row(lists[side], j) : -1;
+    }
+    __syncthreads();
+  }
   for (int e = threadIdx.x; e < FF_BK * FF_BM; e += FF_THREADS) {
     if (p.mode == MODE_WGRAD) { /* k-major element order: coalesced along m and n */
       const int k = e / FF_BM, mn = e % FF_BM;
-      const int64_t j = t.j0 + (int64_t)it * FF_BK + k;
-      const bool ok = j < t.j1;
+      const int32_t ro = sidx[0][k], ri = sidx[1][k];
       const int64_t co = t.m0 + mn, ci = t.n0 + mn;
-      sA[k][mn] = ld_or0(a_src + (ok ? (int64_t)__ldg(lo + j) * p.co + co : 0), ok && co < p.co);
-      sB[k][mn] = ld_or0(b_src + (ok ? (int64_t)__ldg(li + j) * p.ci + ci : 0), ok && ci < p.ci);
+      sA[k][mn] = ld_or0(a_src + (ro >= 0 ? (int64_t)ro * p.co + co : 0), ro >= 0 && co < p.co);
+      sB[k][mn] = ld_or0(b_src + (ri >= 0 ? (int64_t)ri * p.ci + ci : 0), ri >= 0 && ci < p.ci);
       continue;
     }
     const int a = it / t.nkc, col = act[a], rw = p.flip ? p.K - 1 - col : col;
@@ -336,23 +342,24 @@ __device__ static __forceinline__ void ff_load(const imp_args &p, const tile_pos
 }
 
 /* Five CTAs a multiprocessor (48 registers, no spill). The wgrad's two list pointers a tile
- * (tile_pos.lo, li: vc_plan.lists) wait in shared memory between slices: held in registers
- * they took the kernel to 57-62 registers, and bounded to 48 its forward launches in suite L
- * f32 ran 3-4 % longer. ff_load reads both before the slice's shared stores and its index
- * loads go through __ldg (the lists are read-only here): a pointer chosen at run time makes
- * generic loads, which like a later read of the pointers could alias those stores, so each
- * element's loads waited for the stores before them (the wgrad launches 12-50 % longer;
- * bench/NOTES.md, sessions 42-43). */
+ * (tile_pos.lo, li: vc_plan.lists; NULL for a mirrored plan's centre) wait in shared memory
+ * between slices: held in registers they took the kernel to 57-62 registers, and bounded to
+ * 48 its forward launches in suite L f32 ran 3-4 % longer. A slice's pair rows go through
+ * shared memory too (ff_load): each element loading its own through the lists made generic
+ * loads (pointers chosen at run time), which could alias the slice's shared stores, so each
+ * element waited for the stores before it (the wgrad launches 12-50 % longer), and choosing
+ * the identity there for the centre spilled (bench/NOTES.md, sessions 42-43). */
 __global__ void __launch_bounds__(FF_THREADS, 5) k_implicit_ffma(const imp_args p) {
   __shared__ float sA[FF_BK][FF_BM], sB[FF_BK][FF_BN];
   TILE_SETUP(FF_BM, FF_BN, FF_BK, false);
   __shared__ const int32_t *lists[2];
+  __shared__ int32_t sidx[2][FF_BK]; /* the wgrad slice's pair rows */
   if (p.mode == MODE_WGRAD && threadIdx.x == 0) lists[0] = t.lo, lists[1] = t.li; /* read after the loop's barrier */
   const int tm = (threadIdx.x / 16) * 4, tn = (threadIdx.x % 16) * 4;
   float acc[4][4] = {{0}};
   for (int it = 0; it < t.n_it; it++) {
     __syncthreads();
-    ff_load(p, t, rowid, act, gtab, n_act, it, lists, sA, sB);
+    ff_load(p, t, rowid, act, gtab, n_act, it, lists, sidx, sA, sB);
     __syncthreads();
 #pragma unroll
     for (int k = 0; k < FF_BK; k++)
@@ -424,7 +431,7 @@ imp_args imp_shape(const vc_plan *p, const vc_conv_args *a, vc_pass pass) {
   memset(&q, 0, sizeof q);
   q.mode = pass == VC_PASS_FORWARD ? MODE_FWD : pass == VC_PASS_BACKWARD_DATA ? MODE_DGRAD : MODE_WGRAD;
   q.dt = a->dtype, q.K = p->kvol, q.ci = a->in_channels, q.co = a->out_channels, q.lists = p->lists;
-  q.pin = p->pair_in, q.pout = p->pair_out, q.pself = p->pair_self;
+  q.pin = p->pair_in, q.pout = p->pair_out;
   if (q.mode == MODE_FWD) q.rows = p->n_out, q.n_cols = q.co, q.c_red = q.ci;
   else if (q.mode == MODE_DGRAD) q.rows = p->n_in, q.n_cols = q.ci, q.c_red = q.co;
   return q;

@@ -31,7 +31,7 @@ typedef struct imp_args {
   const void *a_src, *b_src, *w, *bias;
   const void *b_lo; /* wgrad in tf32: the bf16 lo half of b_src, x's split (hopper/wgrad.cu) */
   void *out;
-  const int32_t *pin, *pout, *pself;
+  const int32_t *pin, *pout;
   int lists;              /* the offsets with lists (vc_plan.lists; imp_sel) */
   const int64_t *offsets; /* device copy, wgrad */
   const int64_t *pair_start; /* the plan's [K, pblocks] pair starts by row block: the wgrad's
@@ -60,7 +60,8 @@ imp_args imp_shape(const vc_plan *p, const vc_conv_args *a, vc_pass pass);
 
 /* Offset r's pairs as the plan stores them (the core's vc_plan_list): its lists, by
  * imp_sel (IMP_OWN: pout and pin; IMP_MIRROR: offset K-1-r's, swapped; IMP_SELF: a mirrored
- * plan's centre, pself twice), whose entry j - imp_shift is pair j of the plan's numbering. */
+ * plan's centre, NULL for both: the identity), whose entry j - imp_shift (imp_row) is pair j
+ * of the plan's numbering. */
 enum { IMP_OWN = 0, IMP_MIRROR = 1, IMP_SELF = 2 };
 __device__ static __forceinline__ int imp_sel(const imp_args &p, int r) {
   return r < p.lists ? IMP_OWN : r > p.lists ? IMP_MIRROR : IMP_SELF;
@@ -69,10 +70,15 @@ __device__ static __forceinline__ int64_t imp_shift(const imp_args &p, int r) {
   return r < p.lists ? 0 : r > p.lists ? p.offsets[r] - p.offsets[p.K - 1 - r] : p.offsets[r];
 }
 __device__ static __forceinline__ const int32_t *imp_out_list(const imp_args &p, int sel) {
-  return sel == IMP_OWN ? p.pout : sel == IMP_MIRROR ? p.pin : p.pself;
+  return sel == IMP_OWN ? p.pout : sel == IMP_MIRROR ? p.pin : NULL;
 }
 __device__ static __forceinline__ const int32_t *imp_in_list(const imp_args &p, int sel) {
-  return sel == IMP_OWN ? p.pin : sel == IMP_MIRROR ? p.pout : p.pself;
+  return sel == IMP_OWN ? p.pin : sel == IMP_MIRROR ? p.pout : NULL;
+}
+/* Entry at of a list from imp_out_list / imp_in_list (NULL: the centre's, the identity; a
+ * constant NULL where the kind is, IMP_WITH_LISTS, so there it is no load at all). */
+__device__ static __forceinline__ int32_t imp_row(const int32_t *list, int64_t at) {
+  return list ? list[at] : (int32_t)at;
 }
 /* Runs the statements with lo and li, the output and input lists of sel, bound to the
  * kernel parameters themselves: one copy of them a kind, each with sel a constant (a uniform
@@ -81,6 +87,7 @@ __device__ static __forceinline__ const int32_t *imp_in_list(const imp_args &p, 
 #define IMP_LISTS_AS(p, k, lo, li, ...)                                                                     \
   {                                                                                                         \
     const int32_t *const lo = imp_out_list(p, k), *const li = imp_in_list(p, k);                            \
+    if ((k) != IMP_SELF) __builtin_assume(lo != NULL && li != NULL); /* imp_row loads, no test */           \
     __VA_ARGS__;                                                                                            \
   }
 #define IMP_WITH_LISTS(p, sel, lo, li, ...)                                                                 \

@@ -392,11 +392,6 @@ __global__ static void k_write_pairs(const int32_t *nb, int64_t n_out, int K, in
   }
 }
 
-/* rows[o] = o: the centre's pairs of a mirrored plan (vc_plan.pair_self). */
-__global__ static void k_rows(int32_t *rows, int64_t n) {
-  for (int64_t o = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; o < n; o += (int64_t)gridDim.x * blockDim.x)
-    rows[o] = (int32_t)o;
-}
 
 __global__ static void k_reverse(const int32_t *nb, int64_t n_out, int K, int32_t *nbt) {
   const int64_t total = n_out * K;
@@ -989,10 +984,6 @@ static vc_status pair_lists(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const
   if (nblk > 0 && p->lists > 0)
     k_write_pairs<<<(unsigned)nblk, PAIR_ROWS, 0, s>>>(cp->nb, p->n_out, K, p->lists, cp->pair_start, p->pair_in,
                                                        p->pair_out);
-  if (p->lists < K) {
-    TRY(plan_alloc(ctx, p, (void **)&p->pair_self, (size_t)p->n_out * sizeof(int32_t), s, "the kernel map"));
-    if (p->n_out > 0) k_rows<<<vc_grid(p->n_out), 256, 0, s>>>(p->pair_self, p->n_out);
-  }
   VC_CUDA_TRY(ctx, cudaGetLastError());
   return VC_OK;
 }
@@ -1267,7 +1258,6 @@ extern "C" void vc_cuda_plan_release(vc_plan *p) {
   cudaFree(p->in_keys);
   cudaFree(p->pair_in);
   cudaFree(p->pair_out);
-  cudaFree(p->pair_self);
   if (cp) {
     cudaFree(cp->nb);
     cudaFree(cp->nbt);

@@ -150,8 +150,8 @@ __device__ static __forceinline__ void wr_fetch(const imp_args &p, const bool ro
 #pragma unroll
       for (int e = 0; e < 4; e++) {
         const int64_t j = j0 + pos0 + (int64_t)pt * e;
-        no[e] = j < j1 ? lo[j] : -1;
-        ni[e] = j < j1 ? li[j] : -1;
+        no[e] = j < j1 ? imp_row(lo, j) : -1;
+        ni[e] = j < j1 ? imp_row(li, j) : -1;
       }
     });
     return;
