@@ -439,7 +439,7 @@ __device__ static __forceinline__ const int32_t *mk_list(const imp_args &p, int 
 
 /* gtab's first row for tile g: its pairs' gathered rows (forward: their inputs, dgrad: their
  * outputs), -1 past its n; now by plain loads, or ahead by cp.async committed as one group
- * (the caller waits before the tile starts). */
+ * (the caller waits before the tile starts; the centre's rows, computed, are stored). */
 __device__ static __forceinline__ void mk_pair_gtab(const imp_args &p, const mk_ptile &g, int32_t *gtab, int tid,
                                                     bool ahead) {
   const int32_t *const src = mk_list(p, imp_sel(p, g.r), true);
