@@ -84,6 +84,12 @@ typedef struct vc_cuda_plan {
 #define VC_ORDER_BLOCK 64   /* granularity of the per-block active-offset lists */
 #define VC_TILE_ROWS 128    /* rows of a masked forward / dgrad tile (tile_order) */
 
+/* Entry at of a pair list as vc_plan_list gives it (or imp_out_list / imp_in_list on the
+ * device): NULL is a mirrored plan's centre, whose rows are the entry numbers themselves. */
+__device__ static __forceinline__ int32_t vc_list_row(const int32_t *list, int64_t at) {
+  return list ? list[at] : (int32_t)at; /* rows < 2^31 */
+}
+
 /* x summed over lanes 0 .. lane of the warp (all 32 lanes take part) */
 __device__ static __forceinline__ uint32_t vc_warp_inclusive_sum(uint32_t x, int lane) {
 #pragma unroll

@@ -7,33 +7,27 @@
 
 static int64_t chunk_rows(const vc_plan *p) { return p->max_pairs < EXPLICIT_CHUNK ? p->max_pairs : EXPLICIT_CHUNK; }
 
-/* Pair row0 + j's row: idx[row0 + j] of a list as vc_plan_list gives it, or with idx NULL
- * (a mirrored plan's centre) row0 + j itself. */
-__device__ static __forceinline__ int64_t pair_row(const int32_t *idx, int64_t row0, int64_t j) {
-  return idx ? idx[row0 + j] : row0 + j;
-}
-
-/* Copies the pairs' rows (pair_row) of src (row_words 4-byte words or, if odd-sized, 2-byte
- * halves). */
+/* Copies the rows of src that list idx gives pairs row0 .. row0 + m - 1 (vc_list_row), as
+ * 4-byte words or, if odd-sized, 2-byte halves. */
 __global__ static void k_gather(void *dst, const void *src, const int32_t *idx, int64_t row0, int64_t m,
                                 int64_t row_elems, int esz) {
   if ((row_elems * esz) % 4 == 0) {
     const int64_t w = row_elems * esz / 4, total = m * w;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x)
-      ((uint32_t *)dst)[i] = ((const uint32_t *)src)[pair_row(idx, row0, i / w) * w + i % w];
+      ((uint32_t *)dst)[i] = ((const uint32_t *)src)[vc_list_row(idx, row0 + i / w) * w + i % w];
   } else {
     const int64_t w = row_elems, total = m * w;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x)
-      ((uint16_t *)dst)[i] = ((const uint16_t *)src)[pair_row(idx, row0, i / w) * w + i % w];
+      ((uint16_t *)dst)[i] = ((const uint16_t *)src)[vc_list_row(idx, row0 + i / w) * w + i % w];
   }
 }
 
-/* acc[pair_row(j), :] += c[j, :]; rows of one offset are distinct, so no atomics. */
+/* acc[vc_list_row(idx, row0 + j), :] += c[j, :]; rows of one offset are distinct, so no atomics. */
 __global__ static void k_scatter_add(float *acc, const float *c, const int32_t *idx, int64_t row0, int64_t m,
                                      int64_t cols) {
   const int64_t total = m * cols;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x)
-    acc[pair_row(idx, row0, i / cols) * cols + i % cols] += c[i];
+    acc[vc_list_row(idx, row0 + i / cols) * cols + i % cols] += c[i];
 }
 
 static cudaDataType_t cuda_type(vc_dtype dt) {

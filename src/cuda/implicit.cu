@@ -74,7 +74,7 @@ __device__ static __forceinline__ void tc_load_stage(const imp_args &p, const ti
       const int c = threadIdx.x + h * TC_THREADS, k = c / 16, q = c % 16; /* [BK rows][128 contiguous] */
       const int64_t j = t.j0 + (int64_t)it * TC_BK + k;
       const bool ok = j < t.j1;
-      const int64_t ro = ok ? imp_row(t.lo, j) : 0, ri = ok ? imp_row(t.li, j) : 0;
+      const int64_t ro = ok ? vc_list_row(t.lo, j) : 0, ri = ok ? vc_list_row(t.li, j) : 0;
       load8(sA + k * (TC_BM + TC_PAD) + q * 8, a_src + ro * p.co + t.m0 + q * 8, ok, t.m0 + q * 8, p.co, p.fast, a_src);
       load8(sB + k * (TC_BN + TC_PAD) + q * 8, b_src + ri * p.ci + t.n0 + q * 8, ok, t.n0 + q * 8, p.ci, p.fast, b_src);
     }
@@ -299,7 +299,7 @@ static const tc_kernel tc_kernels[2][3][2] = {
 __device__ static inline float ld_or0(const float *src, bool ok) { return ok ? *src : 0.0f; }
 
 /* sA[k][m], sB[k][n] for one BK slice; scalar, synchronous, zero-filled. The wgrad's slice
- * first puts its pairs' rows in sidx (lists: its output and input rows, imp_row; -1 past
+ * first puts its pairs' rows in sidx (lists: its output and input rows, vc_list_row; -1 past
  * the tile's pairs), one thread an entry, then every element reads them there. */
 __device__ static __forceinline__ void ff_load(const imp_args &p, const tile_pos &t, const int32_t *rowid, const int16_t *act,
                                const int32_t *gtab, int n_act, int it, const int32_t *const *lists,
@@ -309,7 +309,7 @@ __device__ static __forceinline__ void ff_load(const imp_args &p, const tile_pos
     if (threadIdx.x < 2 * FF_BK) {
       const int k = threadIdx.x % FF_BK, side = threadIdx.x / FF_BK;
       const int64_t j = t.j0 + (int64_t)it * FF_BK + k;
-      sidx[side][k] = j < t.j1 ? imp_row(lists[side], j) : -1;
+      sidx[side][k] = j < t.j1 ? vc_list_row(lists[side], j) : -1;
     }
     __syncthreads();
   }

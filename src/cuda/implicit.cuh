@@ -60,8 +60,8 @@ imp_args imp_shape(const vc_plan *p, const vc_conv_args *a, vc_pass pass);
 
 /* Offset r's pairs as the plan stores them (the core's vc_plan_list): its lists, by
  * imp_sel (IMP_OWN: pout and pin; IMP_MIRROR: offset K-1-r's, swapped; IMP_SELF: a mirrored
- * plan's centre, NULL for both: the identity), whose entry j - imp_shift (imp_row) is pair j
- * of the plan's numbering. */
+ * plan's centre, NULL for both: the identity), whose entry j - imp_shift (vc_list_row) is
+ * pair j of the plan's numbering. */
 enum { IMP_OWN = 0, IMP_MIRROR = 1, IMP_SELF = 2 };
 __device__ static __forceinline__ int imp_sel(const imp_args &p, int r) {
   return r < p.lists ? IMP_OWN : r > p.lists ? IMP_MIRROR : IMP_SELF;
@@ -75,19 +75,23 @@ __device__ static __forceinline__ const int32_t *imp_out_list(const imp_args &p,
 __device__ static __forceinline__ const int32_t *imp_in_list(const imp_args &p, int sel) {
   return sel == IMP_OWN ? p.pin : sel == IMP_MIRROR ? p.pout : NULL;
 }
-/* Entry at of a list from imp_out_list / imp_in_list (NULL: the centre's, the identity; a
- * constant NULL where the kind is, IMP_WITH_LISTS, so there it is no load at all). */
-__device__ static __forceinline__ int32_t imp_row(const int32_t *list, int64_t at) {
-  return list ? list[at] : (int32_t)at;
+/* Pairs [*j0, *j1) of offset r (the plan's numbering) renumbered as its lists store them;
+ * returns its imp_sel. */
+__device__ static __forceinline__ int imp_stored_range(const imp_args &p, int r, int64_t *j0, int64_t *j1) {
+  const int64_t shift = imp_shift(p, r);
+  const int sel = imp_sel(p, r);
+  *j0 -= shift, *j1 -= shift;
+  return sel;
 }
 /* Runs the statements with lo and li, the output and input lists of sel, bound to the
  * kernel parameters themselves: one copy of them a kind, each with sel a constant (a uniform
  * branch; the Hopper wgrad's producers, whose pointers chosen into registers cost 2-3 % a
- * launch: bench/NOTES.md, session 42). */
+ * launch: bench/NOTES.md, session 42). The centre's are a constant NULL, so vc_list_row
+ * loads nothing there, and the others are assumed non-NULL, so it tests nothing. */
 #define IMP_LISTS_AS(p, k, lo, li, ...)                                                                     \
   {                                                                                                         \
     const int32_t *const lo = imp_out_list(p, k), *const li = imp_in_list(p, k);                            \
-    if ((k) != IMP_SELF) __builtin_assume(lo != NULL && li != NULL); /* imp_row loads, no test */           \
+    if ((k) != IMP_SELF) __builtin_assume(lo != NULL && li != NULL);                                        \
     __VA_ARGS__;                                                                                            \
   }
 #define IMP_WITH_LISTS(p, sel, lo, li, ...)                                                                 \
@@ -176,9 +180,8 @@ __device__ static __forceinline__ tile_pos tile_setup(const imp_args &p, int bm,
     t.j1 = min(hi, t.j0 + p.split_len);
     t.n_it = t.j1 > t.j0 ? (int)((t.j1 - t.j0 + bk - 1) / bk) : 0;
     t.nkc = 0;
-    const int64_t shift = imp_shift(p, t.r);
-    const int sel = imp_sel(p, t.r);
-    t.lo = imp_out_list(p, sel), t.li = imp_in_list(p, sel), t.j0 -= shift, t.j1 -= shift;
+    const int sel = imp_stored_range(p, t.r, &t.j0, &t.j1);
+    t.lo = imp_out_list(p, sel), t.li = imp_in_list(p, sel);
     return t;
   }
   const int64_t bid = blockIdx.x;

@@ -187,9 +187,9 @@ __device__ static void stage_columns(const int32_t *nb, int64_t n_out, int K, in
 /* From a staged tile of columns r0 .. r0+PAIR_COLS (complete: callers synchronise after
  * filling it): mask word r0/32 of each row (where rmask is non-NULL), the live count of each
  * column in this block (cnt[r * nblk + b], the layout the pair scan wants) and, when nb is
- * non-NULL, the tile itself written out row-contiguously. One thread per row; the tile's row stride of
- * PAIR_COLS + 1 words keeps both the per-row and the per-column walks free of bank
- * conflicts. */
+ * non-NULL, the tile itself written out row-contiguously. One thread per row; the tile's
+ * row stride of PAIR_COLS + 1 words keeps both the per-row and the per-column walks free of
+ * bank conflicts. */
 __device__ static void emit_columns(int32_t (*tile)[PAIR_COLS + 1], int64_t n_out, int K, int r0, int W,
                                     int32_t *nb, uint32_t *rmask, int32_t *cnt) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
@@ -391,7 +391,6 @@ __global__ static void k_write_pairs(const int32_t *nb, int64_t n_out, int K, in
     __syncthreads();
   }
 }
-
 
 __global__ static void k_reverse(const int32_t *nb, int64_t n_out, int K, int32_t *nbt) {
   const int64_t total = n_out * K;

@@ -201,8 +201,8 @@ __device__ static __forceinline__ void nwg_body(const imp_args &args, float *par
 #pragma unroll
     for (int b = 0; b < NW_WG_BATCH; b++) {
       const int64_t j = jb + (int64_t)b * blockDim.x;
-      po[b] = j < j1 ? imp_row(lo, j - shift) : -1;
-      pi[b] = j < j1 ? imp_row(li, j - shift) : -1;
+      po[b] = j < j1 ? vc_list_row(lo, j - shift) : -1;
+      pi[b] = j < j1 ? vc_list_row(li, j - shift) : -1;
     }
     float d[NW_WG_BATCH][NW_WG_CO], x[NW_WG_BATCH][NW_WG_MAX_CI];
 #pragma unroll

@@ -447,7 +447,7 @@ __device__ static __forceinline__ void mk_pair_gtab(const imp_args &p, const mk_
     const int64_t at = g.j0 + tid - imp_shift(p, g.r);
     if (tid >= g.n) gtab[tid] = -1;
     else if (ahead && src) vc_cp_async4(gtab + tid, src + at);
-    else gtab[tid] = imp_row(src, at);
+    else gtab[tid] = vc_list_row(src, at);
   }
   if (ahead) vc_cp_async_commit();
 }
@@ -804,11 +804,11 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
         const int i0 = blk0 * 64 + warp * 16 + (lane >> 2);
         na = 1, uni = 1u, live[0] = blk0 * 64 < pg.n, skips = pg.n <= 64, pn = pg.n;
         if (sw) { /* swapped: consumer thread ct < MK_BM loads pair ct's, for the epilogue's table */
-          if (ct < pg.n) prow[0] = imp_row(pl, pj + ct);
+          if (ct < pg.n) prow[0] = vc_list_row(pl, pj + ct);
         } else {
 #pragma unroll
           for (int h = 0; h < 2; h++)
-            if (i0 + 8 * h < pg.n) prow[h] = imp_row(pl, pj + i0 + 8 * h);
+            if (i0 + 8 * h < pg.n) prow[h] = vc_list_row(pl, pj + i0 + 8 * h);
         }
       } else if (pre_ok) {
         na = __popc(uni = mk_pre_mask(p, cur_blk));

@@ -150,8 +150,8 @@ __device__ static __forceinline__ void wr_fetch(const imp_args &p, const bool ro
 #pragma unroll
       for (int e = 0; e < 4; e++) {
         const int64_t j = j0 + pos0 + (int64_t)pt * e;
-        no[e] = j < j1 ? imp_row(lo, j) : -1;
-        ni[e] = j < j1 ? imp_row(li, j) : -1;
+        no[e] = j < j1 ? vc_list_row(lo, j) : -1;
+        ni[e] = j < j1 ? vc_list_row(li, j) : -1;
       }
     });
     return;
@@ -215,8 +215,7 @@ __device__ static __forceinline__ wr_unit wr_unit_at(const imp_args &p, int64_t 
   } else {
     chunk_range(p, u.r, u.chunk, &u.j0, &u.j1);
     u.n_it = (int)((u.j1 - u.j0 + WR_BK - 1) / WR_BK);
-    const int64_t shift = imp_shift(p, u.r);
-    u.sel = imp_sel(p, u.r), u.j0 -= shift, u.j1 -= shift;
+    u.sel = imp_stored_range(p, u.r, &u.j0, &u.j1);
   }
   u.m0 = (int64_t)ct * WR_BM, u.n0 = (int64_t)nt * bn;
   u.co2 = p.co - u.m0 > 64;
