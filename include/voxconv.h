@@ -201,7 +201,8 @@ VC_API size_t vc_dtype_size(vc_dtype dtype);
  * Owns: the returned plan (vc_plan_destroy), which must not outlive `ctx` or `paired`.
  * Errors: VC_ERR_INVALID_ARGUMENT (NULL ctx/out/coords, bad desc, paired missing or of the
  * wrong kind/context/geometry, coords differing from paired), VC_ERR_OUT_OF_RANGE (n < 0 or
- * too large, a coordinate or a produced output coordinate outside the supported range),
+ * too large, a coordinate or a produced output coordinate outside the supported range, a
+ * CUDA plan of 2^32 or more neighbour pairs),
  * VC_ERR_DUPLICATE_COORDS, VC_ERR_OUT_OF_MEMORY, VC_ERR_DEVICE. */
 VC_API vc_status vc_plan_create(vc_context *ctx, const vc_conv_desc *desc, const int32_t *coords,
                          int64_t n, const vc_plan *paired, void *stream, vc_plan **out);
@@ -216,7 +217,7 @@ VC_API int64_t vc_plan_pair_count(const vc_plan *p);   /* total (input, output) 
 VC_API const vc_conv_desc *vc_plan_desc(const vc_plan *p); /* the validated descriptor */
 
 /* Bytes the plan owns on its device (device memory for CUDA, host memory for the CPU):
- * sites (8 bytes each), pairs and their offsets, the backend's neighbour tables and row
+ * sites (8 bytes each), pairs and their offsets, the backend's neighbour maps and row
  * orders; not the build's scratch, which is freed before vc_plan_create returns. 0 for NULL. */
 VC_API size_t vc_plan_memory_bytes(const vc_plan *p);
 

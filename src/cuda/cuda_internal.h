@@ -37,9 +37,18 @@ typedef struct vc_cuda_state {
 
 /* Per-plan device encodings beyond the pair lists (all device memory, plan-owned). */
 typedef struct vc_cuda_plan {
-  int32_t *nb;        /* [n_out, K] input row through offset r, or -1 */
-  int32_t *nbt;       /* [n_in, K] output row through offset r, or -1 (dgrad); NULL for
-                         submanifold, whose reverse map is nb with offset K-1-r */
+  /* The neighbour map (VC_MAP_WORDS, vc_map_index): the input row each output row meets
+   * through offset r, where it meets one; its headers over the positions of `order`, its
+   * entries in row order. 8 bytes a row and 4 an entry, where the dense [n_out, K] table of
+   * 4-byte rows took 4 K bytes a row (108 at K = 27; suite S RES 1024: 12.8 entries a
+   * row). One allocation: hdr's buffer holds nbl. */
+  uint2 *hdr;
+  int32_t *nbl;
+  /* The reverse map (dgrad) over the input rows in row order: the output row each input
+   * row meets through offset r. NULL for submanifold, whose reverse is the map itself
+   * with offset K-1-r. */
+  uint2 *hdr_t;
+  int32_t *nbl_t;
   int32_t *order;     /* [n_out] rows grouped by mask (Gray order) within local windows */
   uint32_t *blk_mask; /* [ceil(n_out / VC_ORDER_BLOCK), ceil(K / 32)] union of the row masks
                          (bit r: the row meets offset r) of each VC_ORDER_BLOCK consecutive
@@ -55,9 +64,10 @@ typedef struct vc_cuda_plan {
    * least half a tile a multiprocessor, or VC_GROUP_LARGE_ROWS rows), else NULL; g_tile is
    * NULL where the plan has no tile order (on an H100 no plan of VC_GROUP_LARGE_ROWS has one;
    * on 256+ multiprocessors it would). Built by the first call that uses it, on that call's
-   * stream, from nb's row masks, and ready for other streams once g_done has fired. One
-   * allocation: g_order's buffer holds the other two. */
+   * stream, from the map's headers, and ready for other streams once g_done has fired. One
+   * allocation: g_hdr's buffer holds the other three. */
   int32_t *g_order;
+  uint2 *g_hdr; /* the map's headers in the regrouped order (its entries are the map's) */
   uint32_t *g_blk;
   int32_t *g_tile;
   cudaEvent_t g_done;
@@ -83,6 +93,25 @@ typedef struct vc_cuda_plan {
 #define VC_ORDER_WINDOW_SMALL 8192
 #define VC_ORDER_BLOCK 64   /* granularity of the per-block active-offset lists */
 #define VC_TILE_ROWS 128    /* rows of a masked forward / dgrad tile (tile_order) */
+
+/* The neighbour maps (vc_cuda_plan.hdr): position q of the map's order has the headers
+ * hdr[q W + w] (W = VC_MAP_WORDS(K)), one a word of offsets: .y the mask of offsets 32 w ..
+ * 32 w + 31 (bit c % 32: the row meets offset c), .x the index in the entries (nbl) of the
+ * first of them; a row's entries are the rows it meets, by offset ascending (the rows one
+ * after another in row order: kmap.cu). So an entry is one 8-byte load and a popcount away
+ * (vc_map_index1), and with K <= 32 a row has one header.
+ * Indices are 32-bit: a plan has fewer than 2^32 pairs (vc_plan_create checks). */
+#define VC_MAP_WORDS(K) (((K) + 31) / 32)
+
+/* The index of offset 32 w + b's entry under header h (word w's), or -1 where it has none. */
+__device__ static __forceinline__ int64_t vc_map_index1(uint2 h, int b) {
+  return h.y >> b & 1 ? (int64_t)(h.x + __popc(h.y & ((1u << b) - 1))) : -1;
+}
+
+/* The index of position q's entry for offset col (a map of K offsets), or -1. */
+__device__ static __forceinline__ int64_t vc_map_index(const uint2 *hdr, int K, int64_t q, int col) {
+  return vc_map_index1(__ldg(hdr + q * VC_MAP_WORDS(K) + (col >> 5)), col & 31);
+}
 
 /* Entry at of a pair list as vc_plan_list gives it (or imp_out_list / imp_in_list on the
  * device): NULL is a mirrored plan's centre, whose rows are the entry numbers themselves. */
@@ -174,13 +203,13 @@ void vc_cuda_plan_release(vc_plan *p);
 vc_status vc_cuda_kernel_map(const vc_plan *p, int32_t *in_index, int32_t *out_index, cudaStream_t s);
 /* vc_plan_out_coords: the output sites unpacked into dst on stream s. */
 vc_status vc_cuda_out_coords(const vc_plan *p, int32_t *dst, cudaStream_t s);
-/* The regrouped order of plan p and its block masks and tile order (NULL where p has no
- * tile order; see vc_cuda_plan), built on stream s by the first call that asks (later calls
- * on other streams wait for it there), from windows of 8192 rows where that call says
- * `large`, else of 2048; VC_OK with *order NULL where the plan has none or s is capturing a
+/* The regrouped order of plan p, the map's headers in it, and its block masks and tile
+ * order (NULL where p has no tile order; see vc_cuda_plan), built on stream s by the first
+ * call that asks (later calls on other streams wait for it there), from windows of 8192
+ * rows where that call says `large`, else of 2048; VC_OK with *order NULL where the plan has none or s is capturing a
  * graph. */
 vc_status vc_cuda_plan_groups(vc_context *ctx, const vc_plan *p, cudaStream_t s, bool large, const int32_t **order,
-                              const uint32_t **blk, const int32_t **tile);
+                              const uint2 **hdr, const uint32_t **blk, const int32_t **tile);
 /* The rows a window of p's regrouped order, once a call has built it (2048 or 8192), else 0:
  * for the GPU tests, which declare it themselves (C linkage). */
 int vc_cuda_plan_group_window(const vc_plan *p);

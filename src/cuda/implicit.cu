@@ -63,7 +63,7 @@ typedef struct load_state {
   uint32_t ca[2], cb[2];
 } load_state;
 
-__device__ static __forceinline__ void tc_load_stage(const imp_args &p, const tile_pos &t, const int32_t *rowid, const int16_t *act,
+__device__ static __forceinline__ void tc_load_stage(const imp_args &p, const tile_pos &t, const int16_t *act,
                                      const int32_t *gtab, int n_act, int it, uint16_t *sA, uint16_t *sB,
                                      load_state &st) {
   const uint16_t *a_src = (const uint16_t *)p.a_src, *b_src = (const uint16_t *)p.b_src;
@@ -88,7 +88,7 @@ __device__ static __forceinline__ void tc_load_stage(const imp_args &p, const ti
 #pragma unroll
       for (int h = 0; h < 2; h++) {
         const int c = threadIdx.x + h * TC_THREADS;
-        const int32_t row = gather_row(p, rowid, gtab, n_act, TC_BM, a, col, c / 4);
+        const int32_t row = gather_row(p, t.m0, gtab, n_act, TC_BM, a, col, c / 4);
         st.ca[h] = row >= 0 ? (uint32_t)(((int64_t)row * p.c_red) / 8 + c % 4) : NONE;
         if (p.mode == MODE_FWD) { /* B[n][k] = w[co = n0+n][r][ci = k0+k]: k contiguous */
           const int64_t co = t.n0 + c / 4;
@@ -119,7 +119,7 @@ __device__ static __forceinline__ void tc_load_stage(const imp_args &p, const ti
     const int c = threadIdx.x + h * TC_THREADS; /* one of 512 16-byte chunks per operand */
     { /* A: [128 rows][BK contiguous], rows gathered through the table */
       const int m = c / 4, q = c % 4;
-      const int32_t row = gather_row(p, rowid, gtab, n_act, TC_BM, a, col, m);
+      const int32_t row = gather_row(p, t.m0, gtab, n_act, TC_BM, a, col, m);
       load8(sA + m * (TC_BK + TC_PAD) + q * 8, a_src + (int64_t)max(row, 0) * p.c_red + k0 + q * 8, row >= 0,
             k0 + q * 8, p.c_red, p.fast, a_src);
     }
@@ -223,7 +223,7 @@ __device__ static __forceinline__ void tc_body(const imp_args &args, const int m
   st.a = -1;
 #pragma unroll
   for (int s = 0; s < TC_STAGES - 1; s++) {
-    if (s < t.n_it) tc_load_stage(p, t, rowid, act, gtab, n_act, s, sA + s * TC_TILE_ELEMS, sB + s * TC_TILE_ELEMS, st);
+    if (s < t.n_it) tc_load_stage(p, t, act, gtab, n_act, s, sA + s * TC_TILE_ELEMS, sB + s * TC_TILE_ELEMS, st);
     vc_cp_async_commit();
   }
   for (int it = 0; it < t.n_it; it++) {
@@ -231,7 +231,7 @@ __device__ static __forceinline__ void tc_body(const imp_args &args, const int m
     __syncthreads();     /* ... for every thread, and stage it-1 is no longer read */
     const int nxt = it + TC_STAGES - 1;
     if (nxt < t.n_it)
-      tc_load_stage(p, t, rowid, act, gtab, n_act, nxt, sA + (nxt % TC_STAGES) * TC_TILE_ELEMS,
+      tc_load_stage(p, t, act, gtab, n_act, nxt, sA + (nxt % TC_STAGES) * TC_TILE_ELEMS,
                     sB + (nxt % TC_STAGES) * TC_TILE_ELEMS, st);
     vc_cp_async_commit();
     /* A warp whose 64 rows all miss this offset has nothing to add: one uniform branch
@@ -301,7 +301,7 @@ __device__ static inline float ld_or0(const float *src, bool ok) { return ok ? *
 /* sA[k][m], sB[k][n] for one BK slice; scalar, synchronous, zero-filled. The wgrad's slice
  * first puts its pairs' rows in sidx (lists: its output and input rows, vc_list_row; -1 past
  * the tile's pairs), one thread an entry, then every element reads them there. */
-__device__ static __forceinline__ void ff_load(const imp_args &p, const tile_pos &t, const int32_t *rowid, const int16_t *act,
+__device__ static __forceinline__ void ff_load(const imp_args &p, const tile_pos &t, const int16_t *act,
                                const int32_t *gtab, int n_act, int it, const int32_t *const *lists,
                                int32_t (*sidx)[FF_BK], float (*sA)[FF_BM], float (*sB)[FF_BN]) {
   const float *a_src = (const float *)p.a_src, *b_src = (const float *)p.b_src, *w = (const float *)p.w;
@@ -326,7 +326,7 @@ __device__ static __forceinline__ void ff_load(const imp_args &p, const tile_pos
     const int64_t k0 = (int64_t)(it % t.nkc) * FF_BK;
     { /* A: m-major element order, coalesced along k */
       const int m = e / FF_BK, k = e % FF_BK;
-      const int32_t row = gather_row(p, rowid, gtab, n_act, FF_BM, a, col, m);
+      const int32_t row = gather_row(p, t.m0, gtab, n_act, FF_BM, a, col, m);
       sA[k][m] = ld_or0(a_src + (row >= 0 ? (int64_t)row * p.c_red + k0 + k : 0), row >= 0 && k0 + k < p.c_red);
     }
     if (p.mode == MODE_FWD) {
@@ -359,7 +359,7 @@ __global__ void __launch_bounds__(FF_THREADS, 5) k_implicit_ffma(const imp_args 
   float acc[4][4] = {{0}};
   for (int it = 0; it < t.n_it; it++) {
     __syncthreads();
-    ff_load(p, t, rowid, act, gtab, n_act, it, lists, sidx, sA, sB);
+    ff_load(p, t, act, gtab, n_act, it, lists, sidx, sA, sB);
     __syncthreads();
 #pragma unroll
     for (int k = 0; k < FF_BK; k++)
@@ -452,14 +452,14 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
   /* the wgrad's reduction, and masked's pairs form of the forward and dgrad */
   q.offsets = cp->offsets_dev;
   if (q.mode == MODE_FWD) {
-    q.order = cp->order, q.blk_mask = cp->blk_mask, q.tile_order = cp->tile_order, q.tab = cp->nb;
+    q.order = cp->order, q.blk_mask = cp->blk_mask, q.tile_order = cp->tile_order, q.hdr = cp->hdr, q.nbl = cp->nbl;
     q.a_src = in0, q.bias = in2, q.out = out0;
   } else if (q.mode == MODE_DGRAD) {
-    /* Submanifold: nb[q, K-1-r] is the output that input q meets through offset r, and the
-     * input side shares the output side's order and masks. */
+    /* Submanifold: the map's column K-1-r is the output that input q meets through offset
+     * r, and the input side shares the output side's order and masks. */
     q.order = subm ? cp->order : NULL, q.blk_mask = subm ? cp->blk_mask : NULL;
     q.tile_order = subm ? cp->tile_order : NULL;
-    q.tab = subm ? cp->nb : cp->nbt, q.flip = subm;
+    q.hdr = subm ? cp->hdr : cp->hdr_t, q.nbl = subm ? cp->nbl : cp->nbl_t, q.flip = subm;
     q.a_src = in0, q.out = out0;
   } else {
     q.a_src = in1, q.b_src = in0, q.out = w.acc ? w.acc : out0;
@@ -485,7 +485,7 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
     return vc_cuda_narrow_run(ctx, p, q, q.mode == MODE_WGRAD ? out1 : NULL, ws, s);
   }
   if (q.mode == MODE_WGRAD && use_masked && vc_aligned16(ws)) {
-    q.order = cp->order, q.blk_mask = cp->blk_mask, q.tab = cp->nb; /* the rows form's */
+    q.order = cp->order, q.blk_mask = cp->blk_mask, q.hdr = cp->hdr, q.nbl = cp->nbl; /* the rows form's */
     q.pair_start = cp->pair_start;                                   /* chunks by row range */
     return vc_cuda_masked_wgrad_run(ctx, p, a, q, variant, out0, out1, ws, s);
   } else if (q.mode == MODE_WGRAD) {

@@ -27,7 +27,8 @@ typedef struct imp_args {
   const int32_t *order;                 /* row permutation or NULL */
   const uint32_t *blk_mask;             /* per VC_ORDER_BLOCK rows of `order`, or NULL: all */
   const int32_t *tile_order;            /* the order's tile order (masked), or NULL: in row order */
-  const int32_t *tab;                   /* [rows, K] gather table */
+  const uint2 *hdr;                     /* the neighbour map over the positions of `order` */
+  const int32_t *nbl;                   /* (vc_cuda_plan.hdr, nbl): map_at */
   const void *a_src, *b_src, *w, *bias;
   const void *b_lo; /* wgrad in tf32: the bf16 lo half of b_src, x's split (hopper/wgrad.cu) */
   void *out;
@@ -144,9 +145,16 @@ __device__ static __forceinline__ int tile_offsets(const imp_args &p, int64_t m0
   return n;
 }
 
-/* gtab[a][m] = the input row that row m meets through offset act[a], or -1 (n_act <=
+/* The input row that position q of `order` meets through map column col, or -1 (no
+ * neighbour, or q past the rows). */
+__device__ static __forceinline__ int32_t map_at(const imp_args &p, int64_t q, int col) {
+  const int64_t at = q < p.rows ? vc_map_index(p.hdr, p.K, q, col) : -1;
+  return at >= 0 ? __ldg(p.nbl + at) : -1;
+}
+
+/* gtab[a][m] = the input row that row m0 + m meets through offset act[a], or -1 (n_act <=
  * GTAB_OFFSETS). Consecutive threads walk one row's offsets; 8 loads in flight a thread. */
-__device__ static __forceinline__ void tile_gtab(const imp_args &p, const int32_t *rowid, const int16_t *act, int n_act,
+__device__ static __forceinline__ void tile_gtab(const imp_args &p, int64_t m0, const int16_t *act, int n_act,
                                                  int bm, int32_t *gtab, int tid, int nthr) {
   const int total = n_act * bm;
   for (int i0 = tid; i0 < total; i0 += 8 * nthr) {
@@ -154,7 +162,7 @@ __device__ static __forceinline__ void tile_gtab(const imp_args &p, const int32_
 #pragma unroll
     for (int x = 0; x < 8; x++) {
       const int i = i0 + x * nthr, m = i / n_act, a = i - m * n_act;
-      v[x] = i < total && rowid[m] >= 0 ? p.tab[(int64_t)rowid[m] * p.K + act[a]] : -1;
+      v[x] = i < total ? map_at(p, m0 + m, act[a]) : -1;
     }
 #pragma unroll
     for (int x = 0; x < 8; x++) {
@@ -193,7 +201,7 @@ __device__ static __forceinline__ tile_pos tile_setup(const imp_args &p, int bm,
   if (threadIdx.x == 0) *n_act = tile_offsets(p, t.m0, bm, act);
   __syncthreads();
   if (*n_act <= GTAB_OFFSETS) {
-    tile_gtab(p, rowid, act, *n_act, bm, gtab, threadIdx.x, blockDim.x);
+    tile_gtab(p, t.m0, act, *n_act, bm, gtab, threadIdx.x, blockDim.x);
     __syncthreads();
     /* live16[a] bit b: some row of the 16-row block b meets offset a; Gray-ordered rows
      * share masks, so whole blocks are often empty and their MMAs are skipped. */
@@ -211,22 +219,12 @@ __device__ static __forceinline__ tile_pos tile_setup(const imp_args &p, int bm,
   return t;
 }
 
-/* The input row that row `row` meets through map column col, read from the map (-1: no
- * neighbour, or row -1). */
-__device__ static __forceinline__ int32_t tab_row(const imp_args &p, int32_t row, int col) {
-  return row >= 0 ? p.tab[(int64_t)row * p.K + col] : -1;
-}
-
-/* The same for tile row m. */
-__device__ static __forceinline__ int32_t map_row(const imp_args &p, const int32_t *rowid, int col, int m) {
-  return tab_row(p, rowid[m], col);
-}
-
-/* The input row that tile row m meets through the a-th active offset (column col). */
-__device__ static __forceinline__ int32_t gather_row(const imp_args &p, const int32_t *rowid, const int32_t *gtab, int n_act, int bm,
-                                            int a, int col, int m) {
+/* The input row that row m of the tile at m0 meets through the a-th active offset (column
+ * col). */
+__device__ static __forceinline__ int32_t gather_row(const imp_args &p, int64_t m0, const int32_t *gtab, int n_act,
+                                                     int bm, int a, int col, int m) {
   if (n_act <= GTAB_OFFSETS) return gtab[a * GTAB_STRIDE(bm) + m];
-  return map_row(p, rowid, col, m);
+  return map_at(p, m0 + m, col);
 }
 
 /* Pairs [*j0, *j1) of offset r whose output rows (a mirrored offset's: input rows, see
@@ -314,7 +312,7 @@ vc_status vc_cuda_tensor_map_3d(vc_context *ctx, CUtensorMap *map, CUtensorMapDa
  * fp32 dW, or in a deterministic context the chunks' partial slices, as tf32 there too;
  * tf32: the bf16 split of a slice of x's columns; dy is split in the kernel).
  * variant: VC_WR_PAIRS or VC_WR_ROWS, else pairs; q: the wgrad's arguments plus the
- * forward's order, blk_mask and tab (the rows form's) and the plan's pair_start (the pairs
+ * forward's order, blk_mask and map (the rows form's) and the plan's pair_start (the pairs
  * form's chunks). */
 size_t vc_cuda_masked_wgrad_workspace(const vc_plan *p, const vc_conv_args *a, int variant);
 vc_status vc_cuda_masked_wgrad_run(vc_context *ctx, const vc_plan *p, const vc_conv_args *a, const imp_args &q,

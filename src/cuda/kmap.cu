@@ -185,20 +185,23 @@ __device__ static void stage_columns(const int32_t *nb, int64_t n_out, int K, in
 }
 
 /* From a staged tile of columns r0 .. r0+PAIR_COLS (complete: callers synchronise after
- * filling it): mask word r0/32 of each row (where rmask is non-NULL), the live count of each
+ * filling it): mask word r0/32 of each row (where rmask is non-NULL) and, where rcnt is
+ * non-NULL, its live count added up over the calls (the neighbour map's entries of the
+ * row; r0 == 0 starts it), the live count of each
  * column in this block (cnt[r * nblk + b], the layout the pair scan wants) and, when nb is
  * non-NULL, the tile itself written out row-contiguously. One thread per row; the tile's
  * row stride of PAIR_COLS + 1 words keeps both the per-row and the per-column walks free of
  * bank conflicts. */
 __device__ static void emit_columns(int32_t (*tile)[PAIR_COLS + 1], int64_t n_out, int K, int r0, int W,
-                                    int32_t *nb, uint32_t *rmask, int32_t *cnt) {
+                                    int32_t *nb, uint32_t *rmask, int32_t *cnt, int32_t *rcnt) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
   const int64_t o0 = (int64_t)blockIdx.x * PAIR_ROWS, o = o0 + threadIdx.x;
   const int ncols = min(PAIR_COLS, K - r0);
   uint32_t m = 0;
   for (int c = 0; c < ncols; c++) m |= (uint32_t)(tile[threadIdx.x][c] >= 0) << c;
   if (rmask && o < n_out) rmask[o * W + r0 / 32] = m;
-  for (int c = warp; c < ncols; c += nwarps) {
+  if (rcnt && o < n_out) rcnt[o] = (r0 ? rcnt[o] : 0) + __popc(m);
+  for (int c = warp; cnt && c < ncols; c += nwarps) {
     int n = 0;
     for (int row = lane; row < PAIR_ROWS; row += 32) n += tile[row][c] >= 0;
     for (int d = 16; d > 0; d >>= 1) n += __shfl_xor_sync(0xffffffffu, n, d);
@@ -218,7 +221,7 @@ __device__ static void emit_columns(int32_t (*tile)[PAIR_COLS + 1], int64_t n_ou
 __global__ static void __launch_bounds__(PAIR_ROWS) k_lookup_rows(const uint64_t *okeys, int64_t n_out, vc_geom g,
                                                                   bool transposed, const slot *t,
                                                                   uint64_t hcap, int32_t *nb, uint32_t *rmask,
-                                                                  int W, int32_t *cnt) {
+                                                                  int W, int32_t *cnt, int32_t *rcnt) {
   __shared__ int32_t tile[PAIR_ROWS][PAIR_COLS + 1];
   __shared__ int32_t off[VC_KERNEL_MAX * VC_KERNEL_MAX * VC_KERNEL_MAX][3];
   load_offsets(g, g.K, false, off);
@@ -235,7 +238,7 @@ __global__ static void __launch_bounds__(PAIR_ROWS) k_lookup_rows(const uint64_t
       tile[threadIdx.x][j] = v;
     }
     __syncthreads();
-    emit_columns(tile, n_out, g.K, r0, W, nb, rmask, cnt);
+    emit_columns(tile, n_out, g.K, r0, W, nb, rmask, cnt, rcnt);
   }
 }
 
@@ -305,7 +308,8 @@ __global__ static void k_fill_bricks(const int32_t *c, int64_t n, const slot *bt
  * flight at once; the lanes of a row mostly probe the same few bricks (one line each). */
 __global__ static void __launch_bounds__(PAIR_ROWS) k_lookup_bricks(const uint64_t *keys, int64_t n, vc_geom g,
                                                                     const slot *bt, uint64_t bcap, const int32_t *pool,
-                                                                    int32_t *nb, uint32_t *rmask, int W, int32_t *cnt) {
+                                                                    int32_t *nb, uint32_t *rmask, int W, int32_t *cnt,
+                                                                    int32_t *rcnt) {
   __shared__ int32_t tile[PAIR_ROWS][PAIR_COLS + 1];
   __shared__ int4 rc[PAIR_ROWS];
   __shared__ int32_t disp[VC_KERNEL_MAX * VC_KERNEL_MAX * VC_KERNEL_MAX][3];
@@ -352,29 +356,46 @@ __global__ static void __launch_bounds__(PAIR_ROWS) k_lookup_bricks(const uint64
       }
     }
     __syncthreads();
-    emit_columns(tile, n, g.K, r0, W, nb, rmask, cnt);
+    emit_columns(tile, n, g.K, r0, W, nb, rmask, cnt, rcnt);
   }
 }
 
-/* Row masks and per-block column counts of an nb built by scattering (submanifold, inverse). */
+/* Row masks, per-block column counts and row counts (each NULL: skipped) of an nb built by
+ * scattering (submanifold, inverse), or of the reverse table. */
 __global__ static void __launch_bounds__(PAIR_ROWS) k_row_stats(const int32_t *nb, int64_t n_out, int K, int W,
-                                                                uint32_t *rmask, int32_t *cnt) {
+                                                                uint32_t *rmask, int32_t *cnt, int32_t *rcnt) {
   __shared__ int32_t tile[PAIR_ROWS][PAIR_COLS + 1];
   for (int r0 = 0; r0 < K; r0 += PAIR_COLS) {
     stage_columns(nb, n_out, K, r0, tile);
-    emit_columns(tile, n_out, K, r0, W, NULL, rmask, cnt);
+    emit_columns(tile, n_out, K, r0, W, NULL, rmask, cnt, rcnt);
   }
 }
 
 /* Writes the pairs of (column r < cols, block b) from start[r * nblk + b] on, in row order:
- * one warp per column, ranks from ballots. pin or pout NULL: that list is skipped. */
+ * one warp per column, ranks from ballots. pin or pout NULL: that list is skipped. Where
+ * nbl is non-NULL, also the neighbour map's entries (cuda_internal.h, VC_MAP_WORDS), which
+ * the plan keeps in row order: row o's from rstart[o] on, a warp a row (lanes over the
+ * staged columns). So the build reads the table once for both (a pass of its own over the
+ * table, in the plan's order, took the build 1.84 -> 2.30 ms at 4 M rows; bench/NOTES.md,
+ * session 44). */
 __global__ static void k_write_pairs(const int32_t *nb, int64_t n_out, int K, int cols, const int64_t *start,
-                                     int32_t *pin, int32_t *pout) {
+                                     int32_t *pin, int32_t *pout, const int64_t *rstart, int32_t *nbl) {
   __shared__ int32_t tile[PAIR_ROWS][PAIR_COLS + 1];
+  __shared__ uint32_t at[PAIR_ROWS]; /* the map: each row's next entry (< 2^32) */
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
   const int64_t o0 = (int64_t)blockIdx.x * PAIR_ROWS;
-  for (int r0 = 0; r0 < cols; r0 += PAIR_COLS) {
-    stage_columns(nb, n_out, K, r0, tile);
+  const int rows = (int)min((int64_t)PAIR_ROWS, n_out - o0);
+  if (nbl)
+    for (int i = threadIdx.x; i < rows; i += blockDim.x) at[i] = (uint32_t)rstart[o0 + i];
+  for (int r0 = 0; r0 < (nbl ? K : cols); r0 += PAIR_COLS) {
+    stage_columns(nb, n_out, K, r0, tile); /* its barrier also publishes at[] */
+    if (nbl)
+      for (int row = warp; row < rows; row += nwarps) {
+        const int32_t v = r0 + lane < K && lane < PAIR_COLS ? tile[row][lane] : -1;
+        const uint32_t bal = __ballot_sync(0xffffffffu, v >= 0), a = at[row];
+        if (v >= 0) nbl[a + __popc(bal & ((1u << lane) - 1))] = v;
+        if (lane == 0) at[row] = a + __popc(bal);
+      }
     for (int c = warp; c < PAIR_COLS && r0 + c < cols; c += nwarps) {
       int64_t at = start[(int64_t)(r0 + c) * gridDim.x + blockIdx.x];
       for (int row0 = 0; row0 < PAIR_ROWS; row0 += 32) {
@@ -397,6 +418,62 @@ __global__ static void k_reverse(const int32_t *nb, int64_t n_out, int K, int32_
   for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < total; j += (int64_t)gridDim.x * blockDim.x) {
     int32_t q = nb[j];
     if (q >= 0) nbt[(int64_t)q * K + j % K] = (int32_t)(j / K);
+  }
+}
+
+/* ---- the compact neighbour map (cuda_internal.h, VC_MAP_WORDS) ----------------------------
+ * The build writes the dense table nb[n, K] (scratch), and from it the plan keeps the map:
+ * per neighbour one entry, in row order, and per position of the plan's order its headers
+ * (the reverse map: per row). */
+
+/* The map's headers over the positions of `order` (NULL: the identity) from the row masks
+ * (W words a row) and each row's first entry (rstart: the entries in row order). */
+__global__ static void k_map_hdrs(const uint32_t *rmask, const int64_t *rstart, const int32_t *order, int64_t n, int W,
+                                  uint2 *hdr) {
+  for (int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; q < n; q += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t row = order ? order[q] : q;
+    uint32_t at = (uint32_t)rstart[row];
+    for (int w = 0; w < W; w++) {
+      const uint32_t m = rmask[row * W + w];
+      hdr[q * W + w] = make_uint2(at, m);
+      at += __popc(m);
+    }
+  }
+}
+
+/* A map over the rows in row order, headers and entries, from its table alone (the reverse
+ * map: no row masks, no pair lists written beside it); start: the row starts. A warp a
+ * row, its lanes over 32 columns at a time. */
+__global__ static void k_map_compact(const int32_t *nb, int64_t n, int K, const int64_t *start, uint2 *hdr,
+                                     int32_t *nbl) {
+  const int lane = threadIdx.x & 31, W = VC_MAP_WORDS(K);
+  const int64_t warps = (int64_t)gridDim.x * (blockDim.x >> 5);
+  for (int64_t o = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; o < n; o += warps) {
+    uint32_t at = (uint32_t)start[o];
+    for (int w = 0; w < W; w++) {
+      const int c = w * 32 + lane;
+      const int32_t v = c < K ? nb[o * K + c] : -1;
+      const uint32_t bal = __ballot_sync(0xffffffffu, v >= 0);
+      if (v >= 0) nbl[at + __popc(bal & ((1u << lane) - 1))] = v;
+      if (lane == 0) hdr[o * W + w] = make_uint2(at, bal);
+      at += __popc(bal);
+    }
+  }
+}
+
+/* The dense table nb[n, K] back from the map (vc_plan_kernel_map's lists are written from
+ * it), a warp a position. */
+__global__ static void k_map_expand(const uint2 *hdr, const int32_t *nbl, const int32_t *order, int64_t n, int K,
+                                    int32_t *nb) {
+  const int lane = threadIdx.x & 31, W = VC_MAP_WORDS(K);
+  const int64_t warps = (int64_t)gridDim.x * (blockDim.x >> 5);
+  for (int64_t q = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; q < n; q += warps) {
+    const int64_t row = order ? order[q] : q;
+    for (int w = 0; w < W; w++) {
+      const int c = w * 32 + lane;
+      const int64_t at = vc_map_index1(hdr[q * W + w], lane);
+      if (c < K) nb[row * K + c] = at >= 0 ? nbl[at] : -1;
+    }
   }
 }
 
@@ -571,31 +648,27 @@ __global__ static void k_block_masks(const uint32_t *mask, const int32_t *order,
  * t PER .. in registers, the rows left as one bit each; a step is one pass over them, a
  * warp scan of the rows that add nothing and a warp minimum of the keys, one barrier, and
  * three warp reductions of the warps' results (the count before this warp, the total, the
- * least key). The rows' masks come from nb; the window's block masks (blk, VC_ORDER_BLOCK
- * rows each) are ORed from the placed rows' masks kept in shared memory, where a pass over
- * nb in the new order took 0.25 ms at 4 M rows (bench/NOTES.md, session 43). */
+ * least key). The rows' masks come from the map's headers (hdr, in the Gray order `in`);
+ * the placed rows' window positions are kept in shared memory, and a last pass writes the
+ * new order, its headers (hdr's, moved) and the window's block masks (blk, VC_ORDER_BLOCK
+ * rows each) from them (block masks from a pass over the table in the new order took
+ * 0.25 ms at 4 M rows; bench/NOTES.md, session 43). */
 template <int WIN, int T>
-__global__ static void __launch_bounds__(T) k_group(const int32_t *nb, int K, int64_t n_out, const int32_t *in,
-                                                    int32_t *order, uint32_t *blk) {
+__global__ static void __launch_bounds__(T) k_group(const uint2 *hdr, int64_t n_out, const int32_t *in, int32_t *order,
+                                                    uint2 *ghdr, uint32_t *blk) {
   constexpr int PER = WIN / T, WARPS = T / 32, RB = WIN <= 2048 ? 11 : WIN <= 8192 ? 13 : 15;
   static_assert(PER <= 32 && WARPS <= 32 && WIN <= 1 << RB && RB + 12 <= 32,
                 "a thread's rows in one word, a warp's result a lane; the key's fields fit");
   static_assert(VC_ORDER_WINDOW % WIN == 0 && VC_ORDER_WINDOW_SMALL % WIN == 0 && WIN % VC_TILE_ROWS == 0 &&
                     WIN % VC_ORDER_BLOCK == 0,
                 "windows lie inside the Gray windows and hold whole tiles and mask blocks");
-  extern __shared__ uint32_t grp_smem[]; /* WIN row ids, their masks, the masks by placed position */
-  int32_t *ids = (int32_t *)grp_smem;
-  uint32_t *ms = grp_smem + WIN, *pm = grp_smem + 2 * WIN;
+  extern __shared__ uint32_t grp_smem[]; /* the WIN rows' masks, the rows by placed position */
+  uint32_t *ms = grp_smem, *ps = grp_smem + WIN;
   __shared__ uint64_t wsum[2][WARPS]; /* a step's warp results, by step parity: best << 32 | zero rows */
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
   const int64_t w0 = (int64_t)blockIdx.x * WIN;
   const int nw = (int)min((int64_t)WIN, n_out - w0);
-  for (int i = t; i < nw; i += T) {
-    const int32_t r = in[w0 + i];
-    uint32_t m = 0; /* the row's mask (bit c: it meets offset c; K <= 32) */
-    for (int c = 0; c < K; c++) m |= (uint32_t)(nb[(int64_t)r * K + c] >= 0) << c;
-    ids[i] = r, ms[i] = m;
-  }
+  for (int i = t; i < nw; i += T) ms[i] = hdr[w0 + i].y; /* the row's mask (bit c: it meets offset c; K <= 32) */
   __syncthreads();
   /* this thread's rows t PER + j: masks, their keys' fixed part (32 - own offsets) << RB |
    * row, and which are left */
@@ -640,22 +713,23 @@ __global__ static void __launch_bounds__(T) k_group(const int32_t *nb, int K, in
     for (int k = before + incl - zc; zb && k < need; k++) {
       const int j = __ffs(zb) - 1;
       zb &= zb - 1, rem &= ~(1u << j);
-      order[w0 + pos + k] = ids[t * PER + j], pm[pos + k] = ms[t * PER + j];
+      ps[pos + k] = (uint32_t)(t * PER + j);
     }
     const int took = min(total, need);
     pos += took, run += took;
     if (run < VC_TILE_ROWS && pos < nw) { /* every row left adds an offset (or starts the run) */
       const int i = (int)(best & ((1u << RB) - 1));
-      if (i / PER == t) rem &= ~(1u << (i % PER)), order[w0 + pos] = ids[i], pm[pos] = ms[i];
+      if (i / PER == t) rem &= ~(1u << (i % PER)), ps[pos] = (uint32_t)i;
       u = run == 0 ? ms[i] : u | ms[i];
       pos++, run++;
     }
     if (run == VC_TILE_ROWS) run = 0;
   }
   __syncthreads();
+  for (int i = t; i < nw; i += T) order[w0 + i] = in[w0 + ps[i]], ghdr[w0 + i] = hdr[w0 + ps[i]];
   for (int b = warp; b * VC_ORDER_BLOCK < nw; b += WARPS) { /* a warp a block */
     uint32_t m = 0;
-    for (int i = b * VC_ORDER_BLOCK + lane; i < min(nw, (b + 1) * VC_ORDER_BLOCK); i += 32) m |= pm[i];
+    for (int i = b * VC_ORDER_BLOCK + lane; i < min(nw, (b + 1) * VC_ORDER_BLOCK); i += 32) m |= ms[ps[i]];
     m = __reduce_or_sync(~0u, m);
     if (lane == 0) blk[w0 / VC_ORDER_BLOCK + b] = m;
   }
@@ -664,12 +738,12 @@ __global__ static void __launch_bounds__(T) k_group(const int32_t *nb, int K, in
 #define GRP_LARGE_WIN 8192
 #define GRP_SMALL GRP_SMALL_WIN, 256 /* window, threads */
 #define GRP_LARGE GRP_LARGE_WIN, 1024
-#define GRP_SMEM(win) ((size_t)(win) * 12) /* a window's row ids, masks, masks by position */
+#define GRP_SMEM(win) ((size_t)(win) * 8) /* a window's masks, rows by placed position */
 
 template <int WIN, int T>
-static void group_rows(const int32_t *nb, int K, int64_t n, const int32_t *in, int32_t *out, uint32_t *blk,
+static void group_rows(const uint2 *hdr, int64_t n, const int32_t *in, int32_t *out, uint2 *ghdr, uint32_t *blk,
                        cudaStream_t s) {
-  k_group<WIN, T><<<(unsigned)((n + WIN - 1) / WIN), T, GRP_SMEM(WIN), s>>>(nb, K, n, in, out, blk);
+  k_group<WIN, T><<<(unsigned)((n + WIN - 1) / WIN), T, GRP_SMEM(WIN), s>>>(hdr, n, in, out, ghdr, blk);
 }
 
 /* tord = the VC_TILE_ROWS-row tiles by the count of offsets their rows meet (from the block
@@ -758,7 +832,7 @@ static uint64_t table_capacity(int64_t n) {
 }
 
 /* Temporary device memory of one plan build, released on every path. */
-#define SCRATCH_MAX 16
+#define SCRATCH_MAX 24
 
 typedef struct scratch {
   void *p[SCRATCH_MAX];
@@ -956,15 +1030,14 @@ static vc_status pair_counts(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, cons
   return VC_OK;
 }
 
-/* p->offsets (host), p->pair_in, p->pair_out after pair_counts; also checks the input flags
- * (flags[0..1] of hash_inputs, or ~0 for inverse plans) at this, the build's
- * synchronisation, which waits for the build's stream only (not the encodings' side
- * stream). */
+/* p->offsets (host) after pair_counts, and p->pair_in and p->pair_out allocated (the build
+ * writes them); also checks the input flags (flags[0..1] of hash_inputs, or ~0 for inverse
+ * plans) at this, the build's synchronisation, which waits for the build's stream only (not
+ * the encodings' side stream). */
 static vc_status pair_lists(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int32_t *coords, scratch *t,
                             const unsigned long long *flags) {
   const cudaStream_t s = t->s;
   const int K = p->kvol;
-  const int64_t nblk = (p->n_out + PAIR_ROWS - 1) / PAIR_ROWS;
   p->offsets = (int64_t *)calloc((size_t)K + 1, sizeof(int64_t));
   if (!p->offsets) return vc_fail(ctx, VC_ERR_OUT_OF_MEMORY, "vc_plan_create: out of host memory");
   unsigned long long h[2];
@@ -974,27 +1047,26 @@ static vc_status pair_lists(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const
   VC_CUDA_TRY(ctx, cudaStreamSynchronize(s));
   TRY(input_error(ctx, coords, p->n_in, h, s));
   p->n_pairs = p->offsets[K];
+  if (p->n_pairs > (int64_t)UINT32_MAX) /* the map's 32-bit entry indices */
+    return vc_fail(ctx, VC_ERR_OUT_OF_RANGE, "vc_plan_create: %lld neighbour pairs; a CUDA plan holds fewer than 2^32",
+                   (long long)p->n_pairs);
   p->max_pairs = 0;
   for (int r = 0; r < K; r++)
     if (p->offsets[r + 1] - p->offsets[r] > p->max_pairs) p->max_pairs = p->offsets[r + 1] - p->offsets[r];
   const size_t stored = (size_t)p->offsets[p->lists] * sizeof(int32_t);
   TRY(plan_alloc(ctx, p, (void **)&p->pair_in, stored, s, "the kernel map"));
   TRY(plan_alloc(ctx, p, (void **)&p->pair_out, stored, s, "the kernel map"));
-  if (nblk > 0 && p->lists > 0)
-    k_write_pairs<<<(unsigned)nblk, PAIR_ROWS, 0, s>>>(cp->nb, p->n_out, K, p->lists, cp->pair_start, p->pair_in,
-                                                       p->pair_out);
-  VC_CUDA_TRY(ctx, cudaGetLastError());
   return VC_OK;
 }
 
 /* The regrouped order's buffer (vc_cuda_plan_groups), where the order could pay: the masked
  * kernels, one mask word, and a tile order with at least half a tile a multiprocessor, or
- * VC_GROUP_LARGE_ROWS rows. One buffer of 4-byte words: order, tile order (where the plan
- * has one), block masks (with four allocations suite L's map build read 0.15-0.27 ms
- * longer, with one within the spread). The order is built from nb's row masks, not from
- * kept ones: 4 bytes a site less (15.7 MiB at suite S RES 1024) for one more read of nb,
- * once a plan (at 4 M rows the build went 1.54 -> 1.77 ms, ncu; bench/NOTES.md, session
- * 43). */
+ * VC_GROUP_LARGE_ROWS rows. One buffer of 4-byte words: the map's headers in that order (8
+ * bytes a row, first: 8-byte aligned), the order, tile order (where the plan has one),
+ * block masks (with four allocations suite L's map build read 0.15-0.27 ms longer, with
+ * one within the spread). The order is built from the masks in the map's headers, not from
+ * kept row masks: 4 bytes a site less (15.7 MiB at suite S RES 1024; bench/NOTES.md,
+ * session 43). */
 static vc_status group_buffer(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, int W, cudaStream_t s) {
   const int64_t n = p->n_out, nblk = (n + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK,
                 tiles = (n + VC_TILE_ROWS - 1) / VC_TILE_ROWS;
@@ -1003,7 +1075,8 @@ static vc_status group_buffer(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, int
   if (!vc_cuda(ctx)->masked || W != 1 || n == 0 || !(tord ? 2 * tiles >= n_sm : n >= VC_GROUP_LARGE_ROWS))
     return VC_OK;
   const int64_t gt = tord ? tiles : 0;
-  TRY(plan_alloc(ctx, p, (void **)&cp->g_order, (size_t)(n + gt + nblk) * 4, s, "the regrouped order"));
+  TRY(plan_alloc(ctx, p, (void **)&cp->g_hdr, (size_t)(3 * n + gt + nblk) * 4, s, "the regrouped order"));
+  cp->g_order = (int32_t *)(cp->g_hdr + n);
   cp->g_tile = gt ? cp->g_order + n : NULL;
   cp->g_blk = (uint32_t *)(cp->g_order + n + gt);
   VC_CUDA_TRY(ctx, cudaEventCreateWithFlags(&cp->g_done, cudaEventDisableTiming));
@@ -1011,13 +1084,14 @@ static vc_status group_buffer(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, int
 }
 
 /* Gray order, block masks and tile order from the row masks (W words a row), and
- * (non-submanifold) the reverse table, after pair_counts. The buffers are allocated on the
- * build's stream; the kernels run on the context's side stream (vc_cuda_state.aux), from
- * an event on the build's stream, so the sort (its longest part: one block a window of
- * rows, 73 us at suite S RES 128 and 1 M rows) runs while the host reads the pair counts
- * back and writes the pair lists; the build's stream waits on the join event before the
- * scratch (rmask) goes (vc_cuda_plan_build). */
-static vc_status encodings(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const uint32_t *rmask, int W, scratch *t) {
+ * (non-submanifold) the reverse table *nbt (scratch) from the table nb, after pair_counts.
+ * The buffers are allocated on the build's stream; the kernels run on the context's side
+ * stream (vc_cuda_state.aux), from an event on the build's stream, so the sort (its longest
+ * part: one block a window of rows, 73 us at suite S RES 128 and 1 M rows) runs while the
+ * host reads the pair counts back; the build's stream waits on the join event before the
+ * scratch (rmask, the tables) goes (vc_cuda_plan_build). */
+static vc_status encodings(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int32_t *nb, const uint32_t *rmask,
+                           int W, int32_t **nbt, scratch *t) {
   const int K = p->kvol;
   const cudaStream_t s = t->s;
   const vc_cuda_state *cs = vc_cuda(ctx);
@@ -1028,8 +1102,7 @@ static vc_status encodings(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const 
   if (vc_cuda_tile_order_used(tiles, cs->n_sm)) /* else no call has so few units */
     TRY(plan_alloc(ctx, p, (void **)&cp->tile_order, (size_t)tiles * sizeof(int32_t), s, "the tile order"));
   const bool reverse = p->desc.kind != VC_CONV_SUBMANIFOLD;
-  if (reverse)
-    TRY(plan_alloc(ctx, p, (void **)&cp->nbt, (size_t)p->n_in * K * sizeof(int32_t), s, "the reverse kernel map"));
+  if (reverse) TRY(scratch_alloc(ctx, t, (void **)nbt, (size_t)p->n_in * K * sizeof(int32_t), "the reverse table"));
   const cudaStream_t a = cs->aux;
   VC_CUDA_TRY(ctx, cudaEventRecord(cs->fork, s));
   t->forked = true;
@@ -1044,8 +1117,8 @@ static vc_status encodings(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const 
     if (cp->tile_order) k_tile_order<<<1, TORD_THREADS, 0, a>>>(cp->blk_mask, n, W, cp->tile_order);
   }
   if (reverse) {
-    VC_CUDA_TRY(ctx, cudaMemsetAsync(cp->nbt, 0xff, (size_t)p->n_in * K * sizeof(int32_t), a));
-    if (n > 0) k_reverse<<<vc_grid(n * K), 256, 0, a>>>(cp->nb, n, K, cp->nbt);
+    VC_CUDA_TRY(ctx, cudaMemsetAsync(*nbt, 0xff, (size_t)p->n_in * K * sizeof(int32_t), a));
+    if (n > 0) k_reverse<<<vc_grid(n * K), 256, 0, a>>>(nb, n, K, *nbt);
   }
   VC_CUDA_TRY(ctx, cudaGetLastError());
   VC_CUDA_TRY(ctx, cudaEventRecord(cs->join, a));
@@ -1060,9 +1133,10 @@ static vc_status encodings(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const 
  * 0.45 / 1.5 ms for 50 / 75 us at 1 M rows and C = 128 / 4 M and C = 64 (session 23). The
  * window of the built order is kept for vc_cuda_plan_group_window. */
 extern "C" vc_status vc_cuda_plan_groups(vc_context *ctx, const vc_plan *p, cudaStream_t s, bool large,
-                                         const int32_t **order, const uint32_t **blk, const int32_t **tile) {
+                                         const int32_t **order, const uint2 **hdr, const uint32_t **blk,
+                                         const int32_t **tile) {
   vc_cuda_plan *cp = (vc_cuda_plan *)p->backend_data; /* its lazily built part only */
-  *order = NULL, *blk = NULL, *tile = NULL;
+  *order = NULL, *hdr = NULL, *blk = NULL, *tile = NULL;
   if (!cp->g_order) return VC_OK;
   /* a call captured into a graph keeps the Gray order: a build recorded there would run only
    * with the graph, and waits on events from outside a capture are not allowed in it */
@@ -1071,7 +1145,8 @@ extern "C" vc_status vc_cuda_plan_groups(vc_context *ctx, const vc_plan *p, cuda
   if (cap != cudaStreamCaptureStatusNone) return VC_OK;
   const int64_t n = p->n_out;
   if (!cp->g_window) {
-    (large ? group_rows<GRP_LARGE> : group_rows<GRP_SMALL>)(cp->nb, p->kvol, n, cp->order, cp->g_order, cp->g_blk, s);
+    (large ? group_rows<GRP_LARGE> : group_rows<GRP_SMALL>)(cp->hdr, n, cp->order, cp->g_order, cp->g_hdr, cp->g_blk,
+                                                            s);
     if (cp->g_tile) k_tile_order<<<1, TORD_THREADS, 0, s>>>(cp->g_blk, n, 1, cp->g_tile);
     VC_CUDA_TRY(ctx, cudaGetLastError());
     VC_CUDA_TRY(ctx, cudaEventRecord(cp->g_done, s));
@@ -1079,13 +1154,39 @@ extern "C" vc_status vc_cuda_plan_groups(vc_context *ctx, const vc_plan *p, cuda
   } else if (s != cp->g_stream) {
     VC_CUDA_TRY(ctx, cudaStreamWaitEvent(s, cp->g_done, 0));
   }
-  *order = cp->g_order, *blk = cp->g_blk, *tile = cp->g_tile;
+  *order = cp->g_order, *hdr = cp->g_hdr, *blk = cp->g_blk, *tile = cp->g_tile;
   return VC_OK;
 }
 
 extern "C" int vc_cuda_plan_group_window(const vc_plan *p) {
   const vc_cuda_plan *cp = vc_cuda_plan_of(p);
   return cp ? cp->g_window : 0;
+}
+
+/* The map's entries are kept in row order, each row's from the exclusive scan of the rows'
+ * entry counts: its row start. The scan's scratch, one allocation (n rows): the starts, the
+ * counts (the row kernels write them: emit_columns), the scan's temporary. */
+typedef struct map_scan {
+  int64_t *start;
+  int32_t *cnt;
+  void *tmp;
+} map_scan;
+
+static vc_status map_scan_alloc(vc_context *ctx, int64_t n, map_scan *sc, scratch *t) {
+  const int64_t m = n > 0 ? n : 1, a = vc_round_up(m * 8, 256), b = vc_round_up(m * 4, 256);
+  char *base;
+  TRY(scratch_alloc(ctx, t, (void **)&base, (size_t)(a + b) + vc_cuda_scan_tmp_bytes(m), "map row starts"));
+  sc->start = (int64_t *)base, sc->cnt = (int32_t *)(base + a), sc->tmp = base + a + b;
+  return VC_OK;
+}
+
+/* A map's plan memory, one allocation (the allocations of a build are a large share of its
+ * time on small plans): headers over its n positions, then its p->n_pairs entries. */
+static vc_status map_alloc(vc_context *ctx, vc_plan *p, int64_t n, uint2 **hdr, int32_t **nbl, scratch *t) {
+  const size_t hb = (size_t)n * VC_MAP_WORDS(p->kvol) * sizeof(uint2);
+  TRY(plan_alloc(ctx, p, (void **)hdr, hb + (size_t)p->n_pairs * sizeof(int32_t), t->s, "the neighbour map"));
+  *nbl = (int32_t *)((char *)*hdr + hb);
+  return VC_OK;
 }
 
 static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int32_t *coords, const vc_plan *paired,
@@ -1135,41 +1236,71 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
     }
   }
 
-  /* nb, row masks and the per-block column counts the pair scan needs */
+  /* nb (the dense table, [n_out, K]: the map, the pair lists and the reverse table are
+   * written from it), row masks and the per-block column counts the pair scan needs */
   const int64_t nbn = p->n_out * g.K, nrb = (p->n_out + PAIR_ROWS - 1) / PAIR_ROWS;
   const int W = (g.K + 31) / 32;
-  int32_t *cnt;
+  int32_t *cnt, *nb, *nbt = NULL;
   uint32_t *rmask; /* [n_out, W] bit r set when nb[o, r] >= 0: only the orders and block masks need it */
-  TRY(plan_alloc(ctx, p, (void **)&cp->nb, (size_t)nbn * sizeof(int32_t), s, "the neighbour table"));
+  TRY(scratch_alloc(ctx, t, (void **)&nb, (size_t)nbn * sizeof(int32_t), "the neighbour table"));
   TRY(group_buffer(ctx, p, cp, W, s));
   TRY(scratch_alloc(ctx, t, (void **)&rmask, (size_t)p->n_out * W * sizeof(uint32_t), "row masks"));
   TRY(scratch_alloc(ctx, t, (void **)&cnt, (size_t)(nrb * g.K) * sizeof(int32_t), "pair counts"));
+  map_scan rs, ts;
+  TRY(map_scan_alloc(ctx, p->n_out, &rs, t));
   if (p->n_out > 0) {
     if (kind == VC_CONV_INVERSE) {
-      VC_CUDA_TRY(ctx, cudaMemsetAsync(cp->nb, 0xff, (size_t)nbn * sizeof(int32_t), s));
+      VC_CUDA_TRY(ctx, cudaMemsetAsync(nb, 0xff, (size_t)nbn * sizeof(int32_t), s));
       k_inverse_neighbors<<<vc_grid(paired->n_pairs), 256, 0, s>>>(vc_cuda_plan_of(paired)->offsets_dev, g.K,
                                                                    paired->pair_in, paired->pair_out, paired->n_pairs,
-                                                                   cp->nb);
-      k_row_stats<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(cp->nb, p->n_out, g.K, W, rmask, cnt);
+                                                                   nb);
+      k_row_stats<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(nb, p->n_out, g.K, W, rmask, cnt, rs.cnt);
     } else if (bricks) {
       k_lookup_bricks<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(p->in_keys, p->n_out, g, table, cap, pool,
-                                                                       cp->nb, rmask, W, cnt);
+                                                                       nb, rmask, W, cnt, rs.cnt);
     } else if (kind == VC_CONV_SUBMANIFOLD) {
-      VC_CUDA_TRY(ctx, cudaMemsetAsync(cp->nb, 0xff, (size_t)nbn * sizeof(int32_t), s));
+      VC_CUDA_TRY(ctx, cudaMemsetAsync(nb, 0xff, (size_t)nbn * sizeof(int32_t), s));
       int lg = 0; /* lanes per row: a power of two above K / 2 */
       while ((1 << lg) <= g.K / 2) lg++;
-      k_neighbors_submanifold<<<vc_grid(p->n_out << lg), 256, 0, s>>>(p->in_keys, p->n_out, g, lg, table, cap, cp->nb);
-      k_row_stats<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(cp->nb, p->n_out, g.K, W, rmask, cnt);
+      k_neighbors_submanifold<<<vc_grid(p->n_out << lg), 256, 0, s>>>(p->in_keys, p->n_out, g, lg, table, cap, nb);
+      k_row_stats<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(nb, p->n_out, g.K, W, rmask, cnt, rs.cnt);
     } else {
       k_lookup_rows<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(p->out_keys, p->n_out, g, kind == VC_CONV_TRANSPOSED, table,
-                                                        cap, cp->nb, rmask, W, cnt);
+                                                        cap, nb, rmask, W, cnt, rs.cnt);
     }
     VC_CUDA_TRY(ctx, cudaGetLastError());
   }
   if (kind == VC_CONV_SUBMANIFOLD) p->lists = g.K / 2; /* the rest mirror them (vc_plan.lists) */
   TRY(pair_counts(ctx, p, cp, cnt, t));
-  TRY(encodings(ctx, p, cp, rmask, W, t));
+  TRY(encodings(ctx, p, cp, nb, rmask, W, &nbt, t));
+  /* the map's row starts, queued before the pair counts' copy (the build's synchronisation):
+   * the order's kernels run on the side stream meanwhile */
+  if (p->n_out > 0) vc_cuda_scan_exclusive(rs.cnt, rs.start, p->n_out, rs.tmp, s);
   TRY(pair_lists(ctx, p, cp, coords, t, flags));
+  TRY(map_alloc(ctx, p, p->n_out, &cp->hdr, &cp->nbl, t));
+  if (nbt) {
+    TRY(map_alloc(ctx, p, p->n_in, &cp->hdr_t, &cp->nbl_t, t));
+    TRY(map_scan_alloc(ctx, p->n_in, &ts, t));
+  }
+  /* The side stream, after the order (its work): the map's headers in it, and the reverse
+   * map (from its table, written there); the build's stream meanwhile: the pair lists and
+   * the map's entries. */
+  const vc_cuda_state *cs = vc_cuda(ctx);
+  const cudaStream_t a = cs->aux;
+  VC_CUDA_TRY(ctx, cudaEventRecord(cs->fork, s));
+  VC_CUDA_TRY(ctx, cudaStreamWaitEvent(a, cs->fork, 0));
+  if (p->n_out > 0) k_map_hdrs<<<vc_grid(p->n_out), 256, 0, a>>>(rmask, rs.start, cp->order, p->n_out, W, cp->hdr);
+  if (nbt && p->n_in > 0) {
+    const int64_t nib = (p->n_in + PAIR_ROWS - 1) / PAIR_ROWS;
+    k_row_stats<<<(unsigned)nib, PAIR_ROWS, 0, a>>>(nbt, p->n_in, g.K, W, NULL, NULL, ts.cnt);
+    vc_cuda_scan_exclusive(ts.cnt, ts.start, p->n_in, ts.tmp, a);
+    k_map_compact<<<vc_grid(p->n_in * 32), 256, 0, a>>>(nbt, p->n_in, g.K, ts.start, cp->hdr_t, cp->nbl_t);
+  }
+  VC_CUDA_TRY(ctx, cudaEventRecord(cs->join, a));
+  if (nrb > 0)
+    k_write_pairs<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(nb, p->n_out, g.K, p->lists, cp->pair_start, p->pair_in,
+                                                      p->pair_out, rs.start, cp->nbl);
+  VC_CUDA_TRY(ctx, cudaGetLastError());
   return VC_OK;
 }
 
@@ -1215,7 +1346,8 @@ extern "C" vc_status vc_cuda_plan_build(vc_context *ctx, vc_plan *p, const int32
 }
 
 /* vc_plan_kernel_map's lists: where the plan keeps every offset's, copies; else written
- * from nb as the build writes its own, with counts and starts for all K offsets. */
+ * as the build writes its own, from the dense table expanded from the map (scratch), with
+ * counts and starts for all K offsets. */
 extern "C" vc_status vc_cuda_kernel_map(const vc_plan *p, int32_t *in_index, int32_t *out_index, cudaStream_t s) {
   vc_context *ctx = p->ctx;
   const int K = p->kvol;
@@ -1228,16 +1360,18 @@ extern "C" vc_status vc_cuda_kernel_map(const vc_plan *p, int32_t *in_index, int
   const vc_cuda_plan *cp = vc_cuda_plan_of(p);
   const int64_t nblk = (p->n_out + PAIR_ROWS - 1) / PAIR_ROWS, ncnt = nblk * K;
   scratch t = {{0}, 0, s, false, "vc_plan_kernel_map"};
-  int32_t *cnt;
+  int32_t *cnt, *nb;
   int64_t *start;
   void *tmp;
-  vc_status st = scratch_alloc(ctx, &t, (void **)&cnt, (size_t)ncnt * sizeof(int32_t), "pair counts");
+  vc_status st = scratch_alloc(ctx, &t, (void **)&nb, (size_t)p->n_out * K * sizeof(int32_t), "the neighbour table");
+  if (st == VC_OK) st = scratch_alloc(ctx, &t, (void **)&cnt, (size_t)ncnt * sizeof(int32_t), "pair counts");
   if (st == VC_OK) st = scratch_alloc(ctx, &t, (void **)&start, (size_t)ncnt * sizeof(int64_t), "pair block starts");
   if (st == VC_OK) st = scratch_alloc(ctx, &t, &tmp, vc_cuda_scan_tmp_bytes(ncnt), "pair counts");
   if (st == VC_OK) {
-    k_row_stats<<<(unsigned)nblk, PAIR_ROWS, 0, s>>>(cp->nb, p->n_out, K, (K + 31) / 32, NULL, cnt);
+    if (p->n_out > 0) k_map_expand<<<vc_grid(p->n_out * 32), 256, 0, s>>>(cp->hdr, cp->nbl, cp->order, p->n_out, K, nb);
+    k_row_stats<<<(unsigned)nblk, PAIR_ROWS, 0, s>>>(nb, p->n_out, K, (K + 31) / 32, NULL, cnt, NULL);
     vc_cuda_scan_exclusive(cnt, start, ncnt, tmp, s);
-    k_write_pairs<<<(unsigned)nblk, PAIR_ROWS, 0, s>>>(cp->nb, p->n_out, K, K, start, in_index, out_index);
+    k_write_pairs<<<(unsigned)nblk, PAIR_ROWS, 0, s>>>(nb, p->n_out, K, K, start, in_index, out_index, NULL, NULL);
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) st = vc_fail(ctx, VC_ERR_DEVICE, "vc_plan_kernel_map: %s", cudaGetErrorString(e));
   }
@@ -1258,12 +1392,12 @@ extern "C" void vc_cuda_plan_release(vc_plan *p) {
   cudaFree(p->pair_in);
   cudaFree(p->pair_out);
   if (cp) {
-    cudaFree(cp->nb);
-    cudaFree(cp->nbt);
+    cudaFree(cp->hdr); /* and its entries (nbl) */
+    cudaFree(cp->hdr_t);
     cudaFree(cp->order);
     cudaFree(cp->blk_mask);
     cudaFree(cp->tile_order);
-    cudaFree(cp->g_order); /* and the rest of its buffer */
+    cudaFree(cp->g_hdr); /* and the rest of its buffer */
     if (cp->g_done) cudaEventDestroy(cp->g_done);
     cudaFree(cp->offsets_dev);
     cudaFree(cp->pair_start);

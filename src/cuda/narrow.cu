@@ -96,7 +96,7 @@ __device__ static __forceinline__ void nw_body(const imp_args &args, int vec, co
   __syncthreads();
   for (int64_t item = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; item < p.rows * groups;
        item += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t m = item / groups, n0 = item % groups * NW_COLS;
+    const int64_t q = item / groups, m = order_row(p, q), n0 = item % groups * NW_COLS; /* position, row */
     float acc[NW_COLS];
 #pragma unroll
     for (int j = 0; j < NW_COLS; j++)
@@ -105,7 +105,7 @@ __device__ static __forceinline__ void nw_body(const imp_args &args, int vec, co
       int32_t nb[8];
 #pragma unroll
       for (int b = 0; b < 8; b++)
-        if (b < nbat) nb[b] = c0 + b < p.K ? p.tab[m * p.K + c0 + b] : -1;
+        if (b < nbat) nb[b] = c0 + b < p.K ? map_at(p, q, c0 + b) : -1;
       float a[32]; /* [b][k], nbat x cmax */
 #pragma unroll
       for (int b = 0; b < 8; b++)

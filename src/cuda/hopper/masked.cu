@@ -14,12 +14,12 @@
  * Persistent and warp-specialised (roles and stage ring in ring.cuh): one CTA a
  * multiprocessor runs the units mk_unit_at deals it (the tiles with the most stages first,
  * where the plan's tile order applies)
- *   - the producers (registers cut to 56 a thread) build each unit's tables (its rows, active
- *     offsets and their gather rows) while they issue the previous unit's stages (K <= 32),
- *     and each producer warpgroup, taking every np-th stage, gathers the stage's 128 A rows
- *     with cp.async into a KB-byte-swizzled K-major tile, and one of its threads has the
- *     TMA copy the stage's weight box (swizzled the same way by the copy engine;
- *     out-of-range rows and channels arrive as zeros);
+ *   - the producers (registers cut to 56 a thread) build each unit's tables (its rows' map
+ *     headers, active offsets and their gather rows) while they issue the previous unit's
+ *     stages (K <= 32), and each producer warpgroup, taking every np-th stage, gathers the
+ *     stage's 128 A rows with cp.async into a KB-byte-swizzled K-major tile, and one of its
+ *     threads has the TMA copy the stage's weight box (swizzled the same way by the copy
+ *     engine; out-of-range rows and channels arrive as zeros);
  *   - two consumers each issue m64nBN wgmma (k16, or k8 in tf32) over 64 of the rows, with fp32
  *     accumulators, one group in flight; a consumer skips the stages of offsets that none
  *     of its 64 rows meets (their A rows are zeros). (The pairs form's tf32 dgrad runs
@@ -28,7 +28,7 @@
  * is two such machines side by side: producer warpgroup g and consumer warpgroup g take
  * units of their own through half the ring, the consumer multiplying all 128 rows (two m64
  * wgmma a K step, each 64 rows skipping on its own), and each pipeline builds its tables in
- * place, from order rows and mask words copied during its unit before (mk_pre_copy); one
+ * place, from map headers and mask words copied during its unit before (mk_pre_copy); one
  * pipeline's set-up and epilogue then overlap the other's stages.
  * The epilogue adds the bias (staged in shared memory when the unit begins: loaded in the
  * epilogue, every column pair's load stalled the stores behind it, a quarter of the
@@ -215,39 +215,49 @@ __device__ static __forceinline__ void mk_place_offsets(uint32_t m, int16_t *act
   if (tid < 32 && (m >> tid & 1)) act[__popc(m & ((1u << tid) - 1))] = (int16_t)tid;
 }
 
-/* gtab for the unit's rows (rowid) and offsets (act, na <= MK_GTAB of them) as 4-byte
- * cp.async copies from the map, all in flight at once, for the caller to commit (rows past
- * the tile's end get -1 by a plain store). */
-__device__ static __forceinline__ void mk_copy_gtab(const imp_args &p, const int32_t *rowid, const int16_t *act, int na,
-                                                    int32_t *gtab, int tid, int pt) {
+/* The index in the map's entries of row m of the unit at u0 through map column col, or -1:
+ * from the unit's headers hd in shared memory (K <= 32; rows past the end have mask 0),
+ * or where `far` (K > 32) from the map. */
+__device__ static __forceinline__ int64_t mk_entry(const imp_args &p, bool far, const uint2 *hd, int64_t u0, int m,
+                                                   int col) {
+  if (!far) return vc_map_index1(hd[m], col);
+  return u0 + m < p.rows ? vc_map_index(p.hdr, p.K, u0 + m, col) : -1;
+}
+
+/* gtab for the rows of the unit at u0 (see mk_entry) and its offsets (act, na <= MK_GTAB of
+ * them) as 4-byte cp.async copies from the map's entries, all in flight at once, for the
+ * caller to commit (a row without the offset gets -1 by a plain store). */
+__device__ static __forceinline__ void mk_copy_gtab(const imp_args &p, bool far, const uint2 *hd, int64_t u0,
+                                                    const int16_t *act, int na, int32_t *gtab, int tid, int pt) {
   for (int i = tid; i < na * MK_BM; i += pt) {
     const int r = i / na, a = i - r * na;
     int32_t *d = gtab + a * GTAB_STRIDE(MK_BM) + r;
-    if (rowid[r] < 0) *d = -1;
-    else vc_cp_async4(d, p.tab + (int64_t)rowid[r] * p.K + act[a]);
+    const int64_t at = mk_entry(p, far, hd, u0, r, act[a]);
+    if (at < 0) *d = -1;
+    else vc_cp_async4(d, p.nbl + at);
   }
 }
 
-/* The in-place set-up's last step (rowid and act are everyone's): gtab, where the unit has
+/* The in-place set-up's last step (hd and act are everyone's): gtab, where the unit has
  * at most MK_GTAB offsets, copied and waited for, then named barrier bar over the pt
  * threads. The commit also closes the previous unit's last stage gathers (never committed:
  * they complete on the ring's mbarriers), so the wait covers them too. */
-__device__ static __forceinline__ void mk_gtab_in_place(const imp_args &p, const int32_t *rowid, const int16_t *act,
-                                                        int na, int32_t *gtab, int tid, int pt, int bar) {
+__device__ static __forceinline__ void mk_gtab_in_place(const imp_args &p, bool far, const uint2 *hd, int64_t u0,
+                                                        const int16_t *act, int na, int32_t *gtab, int tid, int pt,
+                                                        int bar) {
   if (na > MK_GTAB) return;
-  mk_copy_gtab(p, rowid, act, na, gtab, tid, pt);
+  mk_copy_gtab(p, far, hd, u0, act, na, gtab, tid, pt);
   vc_cp_async_commit();
   VC_CP_ASYNC_WAIT(0);
   vc_named_barrier(bar, pt);
 }
 
-/* rows[i] = order_row(m0 + i) for thread i < MK_BM, by a cp.async copy where the plan has
- * an order (no commit). */
-__device__ static __forceinline__ void mk_copy_rows(const imp_args &p, int64_t m0, int32_t *rows, int tid) {
+/* hd[i] = the map header of row m0 + i for thread i < MK_BM (K <= 32), by a cp.async copy
+ * (no commit); mask 0 past the rows. */
+__device__ static __forceinline__ void mk_copy_hdrs(const imp_args &p, int64_t m0, uint2 *hd, int tid) {
   if (tid < MK_BM) {
-    if (m0 + tid >= p.rows) rows[tid] = -1;
-    else if (!p.order) rows[tid] = (int32_t)(m0 + tid);
-    else vc_cp_async4(rows + tid, p.order + m0 + tid);
+    if (m0 + tid >= p.rows) hd[tid] = make_uint2(0u, 0u);
+    else vc_cp_async8(hd + tid, p.hdr + m0 + tid);
   }
 }
 
@@ -258,17 +268,19 @@ __device__ static __forceinline__ const uint32_t *mk_blk_at(const imp_args &p, i
   return p.blk_mask && b < (p.rows + VC_ORDER_BLOCK - 1) / VC_ORDER_BLOCK ? p.blk_mask + b : NULL;
 }
 
-/* The producers' tables of the unit whose rows start at m0, built in place: rowid, act (the
- * active offsets, ascending) and, for at most MK_GTAB of them, gtab (mk_copy_gtab: one
- * round trip to the map, where loads through registers took three at ~17 offsets). Returns
+/* The producers' tables of the unit whose rows start at m0, built in place: hd (K <= 32:
+ * its rows' map headers; `far`, K > 32: none, the map is read directly), act (the active
+ * offsets, ascending) and, for at most MK_GTAB of them, gtab (mk_copy_gtab: one round trip
+ * to the map's entries, where loads through registers took three at ~17 offsets). Returns
  * the offset count to every producer thread (tid of pt); ends with named barrier bar (over
  * the pt threads), after which the tables are everyone's. One mask word: thread i places
  * offset i; more: thread 0 walks them and n_act passes the count on. */
-__device__ static __forceinline__ int mk_tables(const imp_args &p, int64_t m0, int32_t *rowid, int16_t *act, int *n_act,
-                                                int32_t *gtab, int tid, int pt, int bar) {
-  tile_rows(p, m0, MK_BM, rowid, tid, pt);
+__device__ static __forceinline__ int mk_tables(const imp_args &p, int64_t m0, uint2 *hd, int16_t *act, int *n_act,
+                                                int32_t *gtab, int tid, int pt, int bar, bool far) {
   int na;
   if (p.K <= 32) {
+    for (int i = tid; i < MK_BM; i += pt)
+      hd[i] = m0 + i < p.rows ? p.hdr[m0 + i] : make_uint2(0u, 0u);
     const uint32_t m = tile_mask_word(p, m0, MK_BM, 0);
     mk_place_offsets(m, act, tid);
     na = __popc(m);
@@ -278,17 +290,17 @@ __device__ static __forceinline__ int mk_tables(const imp_args &p, int64_t m0, i
     vc_named_barrier(bar, pt);
     na = *n_act;
   }
-  mk_gtab_in_place(p, rowid, act, na, gtab, tid, pt, bar);
+  mk_gtab_in_place(p, far, hd, m0, act, na, gtab, tid, pt, bar);
   return na;
 }
 
-/* Two pipelines (K <= 32) build every unit's tables in place; the unit's order rows and
- * its two mask-block words, two of that set-up's round trips, are copied into row and blk
- * by cp.async during the unit before (thread tid of MK_BM a row; committed as one group,
+/* Two pipelines (K <= MK_GTAB) build every unit's tables in place; the unit's map headers
+ * and its two mask-block words, two of that set-up's round trips, are copied into hd and
+ * blk by cp.async during the unit before (thread tid of MK_BM a row; committed as one group,
  * landed by that unit's end wait). Held in registers instead, they made the producers
  * spill. */
-__device__ static __forceinline__ void mk_pre_copy(const imp_args &p, int64_t m0, int32_t *row, uint32_t *blk, int tid) {
-  mk_copy_rows(p, m0, row, tid);
+__device__ static __forceinline__ void mk_pre_copy(const imp_args &p, int64_t m0, uint2 *hd, uint32_t *blk, int tid) {
+  mk_copy_hdrs(p, m0, hd, tid);
   if (tid < 2) {
     uint32_t v;
     const uint32_t *src = mk_blk_at(p, m0 / VC_ORDER_BLOCK + tid, &v);
@@ -298,16 +310,17 @@ __device__ static __forceinline__ void mk_pre_copy(const imp_args &p, int64_t m0
   vc_cp_async_commit();
 }
 
-/* mk_tables (K <= 32, pt == MK_BM) from mk_pre_copy's row and blk. */
-__device__ static __forceinline__ int mk_tables_pre(const imp_args &p, const int32_t *row, const uint32_t *blk,
-                                                    int32_t *rowid, int16_t *act, int32_t *gtab, int tid, int pt,
-                                                    int bar) {
-  rowid[tid] = row[tid];
+/* mk_tables (K <= MK_GTAB, pt == MK_BM) for the unit at m0 from mk_pre_copy's hd and blk
+ * (everyone's since the unit before ended). hd is free again on return: the gather table
+ * holds every offset (mk_pipes), so the stages read no headers. */
+__device__ static __forceinline__ int mk_tables_pre(const imp_args &p, int64_t m0, const uint2 *hd,
+                                                    const uint32_t *blk, int16_t *act, int32_t *gtab, int tid,
+                                                    int pt, int bar) {
   const uint32_t m = tile_k_bits(p, blk[0] | blk[1], 0);
   mk_place_offsets(m, act, tid);
-  vc_named_barrier(bar, pt); /* rowid is everyone's, and row and blk are free again */
+  vc_named_barrier(bar, pt); /* act is everyone's, and blk is free again */
   const int na = __popc(m);
-  mk_gtab_in_place(p, rowid, act, na, gtab, tid, pt, bar);
+  mk_gtab_in_place(p, false, hd, m0, act, na, gtab, tid, pt, bar);
   return na;
 }
 
@@ -333,26 +346,26 @@ __device__ static __forceinline__ uint32_t mk_pre_mask(const imp_args &p, uint32
   return tile_k_bits(p, __reduce_or_sync(0xffffffffu, blk), 0);
 }
 
-/* Ahead, part 1 (at a unit's start): rowid of the unit at m0 (K <= 32), by cp.async copies
- * committed as one group; returns its mask word, loaded now, read in part 2. */
-__device__ static __forceinline__ uint32_t mk_ahead_rows(const imp_args &p, int64_t m0, int32_t *rowid, int tid) {
-  mk_copy_rows(p, m0, rowid, tid);
+/* Ahead, part 1 (at a unit's start): the map headers of the unit at m0 (K <= 32), by
+ * cp.async copies committed as one group; returns its mask word, loaded now, read in part 2. */
+__device__ static __forceinline__ uint32_t mk_ahead_hdrs(const imp_args &p, int64_t m0, uint2 *hd, int tid) {
+  mk_copy_hdrs(p, m0, hd, tid);
   vc_cp_async_commit();
   return tile_mask_word(p, m0, MK_BM, 0);
 }
 
 /* Ahead, part 2 (after a few of the unit's stages): act from mask word m, then gtab as 4-byte
- * cp.async copies from the map, committed as one group for the caller to wait for (rows past
- * the tile's end get -1 by a plain store). Returns the offset count. */
-__device__ static __forceinline__ int mk_ahead_gtab(const imp_args &p, uint32_t m, const int32_t *rowid, int16_t *act,
-                                                    int32_t *gtab, int tid, int pt) {
-  /* this thread's rowid copies (and the stage gathers before them, which that commit also
+ * cp.async copies from the map's entries, committed as one group for the caller to wait for
+ * (mk_copy_gtab). Returns the offset count. */
+__device__ static __forceinline__ int mk_ahead_gtab(const imp_args &p, uint32_t m, int64_t m0, const uint2 *hd,
+                                                    int16_t *act, int32_t *gtab, int tid, int pt) {
+  /* this thread's header copies (and the stage gathers before them, which that commit also
    * closed: long landed by now) */
   VC_CP_ASYNC_WAIT(0);
   mk_place_offsets(m, act, tid);
-  vc_named_barrier(2, pt); /* rowid and act are everyone's */
+  vc_named_barrier(2, pt); /* hd and act are everyone's */
   const int na = __popc(m);
-  if (na <= MK_GTAB) mk_copy_gtab(p, rowid, act, na, gtab, tid, pt);
+  if (na <= MK_GTAB) mk_copy_gtab(p, false, hd, m0, act, na, gtab, tid, pt);
   vc_cp_async_commit();
   return na;
 }
@@ -607,16 +620,16 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
               * and measured a little slower in training (suite L 12.38 against 12.23 ms,
               * within run-to-run spread; bench/NOTES.md session 10) */
   extern __shared__ __align__(16) uint8_t mk_smem[];
-  /* the producers' per-unit tables (rows, active offsets, their gather rows), two of each:
-   * the unit's and the next unit's, or each pipeline's */
-  __shared__ int32_t rowid[2][MK_BM];
+  /* the producers' per-unit tables (map headers, active offsets, their gather rows), two of
+   * each: the unit's and the next unit's, or each pipeline's */
+  __shared__ uint2 hdrs[2][MK_BM]; /* map headers (K <= 32): the unit's and the next's, or each pipeline's next's */
   __shared__ int16_t act[2][MAX_K];
   __shared__ __align__(16) int32_t gtab[2][MK_GTAB * GTAB_STRIDE(MK_BM)];
   __shared__ int n_act[2], last[2];
+  __shared__ int64_t um0[2]; /* K > 32: the unit's first row, by table buffer */
   __shared__ float sbias[2][256]; /* the unit's bias columns, by unit parity (each pipeline's half) */
   __shared__ int32_t wsum[32];
-  __shared__ int32_t nrow[2][MK_BM]; /* two pipelines: each one's next unit's order rows */
-  __shared__ uint32_t nblk[2][2];    /* and mask-block words (mk_pre_copy) */
+  __shared__ uint32_t nblk[2][2];   /* two pipelines: each one's next unit's mask-block words (mk_pre_copy) */
   /* gather table u (GT(u)) is gtab[u], or in the pairs form (tiles of one offset) row u of
    * gtab[0]; the pairs form's tile table, published by hp_ring_init's barrier, takes the
    * space after those two rows, up to its epilogue's staging (MK_RS_AT) */
@@ -667,11 +680,15 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
      * order rows and mask words mk_pre_copy brought during the unit before. */
     int na = 0;    /* the unit's active offsets */
     int ub = pipe; /* its table buffer */
-    /* two pipelines: each unit's tables from mk_pre_copy's rows and words (tpp == MK_BM) */
+    /* two pipelines: each unit's tables from mk_pre_copy's headers and words (tpp == MK_BM) */
     const bool pre_ok = pipes == 2 && !pairs && p.K <= 32;
+    /* K > 32 (one pipeline: mk_pipes): no headers in shared memory, the map read directly,
+     * the unit's first row in um0 (kept in a register across the stages, it and the reads
+     * made the producers spill) */
+    const bool far = pipes == 1 && p.K > 32;
     if (pre_ok) { /* the first unit's, at once */
       const int64_t u0 = mk_unit_at(p, 0, units, pipes, pipe);
-      if (u0 >= 0) mk_pre_copy(p, mk_unit_of(p, u0, bn).m0, nrow[pipe], nblk[pipe], tid);
+      if (u0 >= 0) mk_pre_copy(p, mk_unit_of(p, u0, bn).m0, hdrs[pipe], nblk[pipe], tid);
       VC_CP_ASYNC_WAIT(0);
       vc_named_barrier(bar, tpp);
     }
@@ -686,16 +703,18 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
         }
         na = 1;
       } else if (pre_ok) {
-        na = mk_tables_pre(p, nrow[pipe], nblk[pipe], rowid[ub], act[ub], GT(ub), tid, tpp, bar);
-      } else if (k == 0 || p.K > 32) { /* two pipelines: pre_ok, or K > 32 */
-        na = mk_tables(p, w.m0, rowid[ub], act[ub], &n_act[ub], GT(ub), tid, tpp, bar);
+        na = mk_tables_pre(p, w.m0, hdrs[pipe], nblk[pipe], act[ub], GT(ub), tid, tpp, bar);
+      } else if (k == 0 || p.K > 32) { /* one pipeline: its first unit, or every unit with K > 32 */
+        if (far && tid == 0) um0[ub] = w.m0;
+        na = mk_tables(p, w.m0, hdrs[ub], act[ub], &n_act[ub], GT(ub), tid, tpp, bar, far);
       }
       const bool tab = na <= MK_GTAB;
       /* the other buffer was left by every producer at the last unit's end */
       const int64_t next = mk_unit_at(p, k + 1, units, pipes, pipe);
-      if (pre_ok && next >= 0) mk_pre_copy(p, mk_unit_of(p, next, bn).m0, nrow[pipe], nblk[pipe], tid);
+      if (pre_ok && next >= 0) mk_pre_copy(p, mk_unit_of(p, next, bn).m0, hdrs[pipe], nblk[pipe], tid);
       bool ahead = !pairs && pipes == 1 && p.K <= 32 && next >= 0;
-      const uint32_t next_mask = ahead ? mk_ahead_rows(p, mk_unit_of(p, next, bn).m0, rowid[ub ^ 1], tid) : 0;
+      const int64_t next_m0 = ahead ? mk_unit_of(p, next, bn).m0 : 0;
+      const uint32_t next_mask = ahead ? mk_ahead_hdrs(p, next_m0, hdrs[ub ^ 1], tid) : 0;
       if (pairs && next >= 0) /* lands by this unit's end (the wait below) */
         mk_pair_gtab(p, mk_ptile_of(p, pts, mk_unit_of(p, next, bn).m0 / MK_BM), GT(ub ^ 1), tid, true);
       int it0, it1;
@@ -706,7 +725,7 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
       int s = (int)(gi % st), phase = (int)(gi / st & 1), a = (it0 + i) / nkc, kc = (it0 + i) % nkc;
       for (;; i += npp, gi += npp) {
         if (ahead && i >= n_ahead) { /* every producer comes here once (n_ahead <= n) */
-          na = mk_ahead_gtab(p, next_mask, rowid[ub ^ 1], act[ub ^ 1], GT(ub ^ 1), tid, pt);
+          na = mk_ahead_gtab(p, next_mask, next_m0, hdrs[ub ^ 1], act[ub ^ 1], GT(ub ^ 1), tid, pt);
           ahead = false;
         }
         if (i >= n) break;
@@ -727,7 +746,10 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
           for (int h = 0; h < MK_BM / MR; h++) row[h] = GT(ub)[a * GTAB_STRIDE(MK_BM) + m0 + MR * h];
         } else {
 #pragma unroll
-          for (int h = 0; h < MK_BM / MR; h++) row[h] = map_row(p, rowid[ub], col, m0 + MR * h);
+          for (int h = 0; h < MK_BM / MR; h++) {
+            const int64_t at = mk_entry(p, far, hdrs[ub], far ? um0[ub] : 0, m0 + MR * h, col);
+            row[h] = at >= 0 ? __ldg(p.nbl + at) : -1;
+          }
         }
         /* chunks past the channels, and rows without a neighbour, copy 0 bytes (zeros) from
          * an address inside the operand */
@@ -1093,18 +1115,20 @@ static mk_shape mk_shape_of(const vc_cuda_state *cs, int64_t rows, int64_t n_col
   return sh;
 }
 
-/* Pipelines a CTA (mk_body): for 64-wide tiles of 128-byte stages (the only shape with a
- * two-pipeline kernel) VOXCONV_MASKED_PIPES's, else two where a call deals at least
- * MK_PIPES_UNITS units a multiprocessor. There a unit is short (RES 1024 of suite S, C =
- * 64: ~16 stages) and its set-up and epilogue, which wait on global loads and stores, are a
- * large share of it: with two pipelines each one's waits overlap the other's stages.
+/* Pipelines a CTA (mk_body): one for maps of more than MK_GTAB offsets (a two-pipeline
+ * unit's gather table holds all its offsets, so its stages read no map headers, whose
+ * buffer then takes the next unit's: mk_tables_pre); else for 64-wide tiles of 128-byte
+ * stages (the only shape with a two-pipeline kernel) VOXCONV_MASKED_PIPES's, else two
+ * where a call deals at least MK_PIPES_UNITS units a multiprocessor. There a unit is short
+ * (RES 1024 of suite S, C = 64: ~16 stages) and its set-up and epilogue, which wait on
+ * global loads and stores, are a large share of it: with two pipelines each one's waits overlap the other's stages.
  * Measured (bench/NOTES.md, session 17): RES 1024 forward 2.00 -> 1.88 ms; with every tile
  * of at most 128 columns on two pipelines RES 512 (128-wide tiles, 3 stages a pipeline) and
  * suite L ran slower; BN 64 on two pipelines at RES 512 and 256 (session 18) 50-65 %
  * slower than their wide tiles. */
 #define MK_PIPES_UNITS 64
-static int mk_pipes(const vc_cuda_state *cs, int bn, int kb, int64_t units) {
-  if (bn != 64 || kb != 128) return 1;
+static int mk_pipes(const vc_cuda_state *cs, int bn, int kb, int K, int64_t units) {
+  if (bn != 64 || kb != 128 || K > MK_GTAB) return 1;
   if (cs->masked_pipes) return cs->masked_pipes;
   return units >= (int64_t)MK_PIPES_UNITS * cs->n_sm ? 2 : 1;
 }
@@ -1466,12 +1490,13 @@ vc_status vc_cuda_masked_run(vc_context *ctx, const vc_plan *p, const imp_args &
   const bool big_plan = p->n_out >= VC_GROUP_LARGE_ROWS && q.c_red >= VC_GROUP_ROWS_CHANNELS;
   if (q.order && (q.c_red >= VC_GROUP_MIN_CHANNELS || big_plan)) {
     const int32_t *go;
+    const uint2 *gh;
     const uint32_t *gb;
     const int32_t *gt;
     const vc_status e =
-        vc_cuda_plan_groups(ctx, p, s, big_plan || q.c_red >= VC_GROUP_LARGE_CHANNELS, &go, &gb, &gt);
+        vc_cuda_plan_groups(ctx, p, s, big_plan || q.c_red >= VC_GROUP_LARGE_CHANNELS, &go, &gh, &gb, &gt);
     if (e != VC_OK) return e;
-    if (go) q.order = go, q.blk_mask = gb, q.tile_order = gt;
+    if (go) q.order = go, q.hdr = gh, q.blk_mask = gb, q.tile_order = gt;
   }
   const mk_shape sh = mk_shape_of(cs, q.rows, q.n_cols, q.c_red, q.K, q.dt, ws_ok, variant);
   const int bn = mk_bn[sh.v];
@@ -1489,7 +1514,7 @@ vc_status vc_cuda_masked_run(vc_context *ctx, const vc_plan *p, const imp_args &
   /* persistent: one CTA a multiprocessor, dealt units by mk_unit_at */
   const int kb = mk_kb(q.c_red, q.dt);
   const int64_t units = sh.tiles * sh.nsplit;
-  const int pipes = mk_pipes(cs, bn, kb, units);
+  const int pipes = mk_pipes(cs, bn, kb, q.K, units);
   const int64_t per_pipes = (units + pipes - 1) / pipes, grid = per_pipes < cs->n_sm ? per_pipes : cs->n_sm;
   if (!vc_cuda_tile_order_used(units, cs->n_sm)) q.tile_order = NULL;
   mk_kernels[pipes - 1][sh.v][kb == 64][q.mode == MODE_DGRAD][vc_cuda_dt_index(q.dt)]<<<

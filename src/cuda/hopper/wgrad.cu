@@ -157,16 +157,14 @@ __device__ static __forceinline__ void wr_fetch(const imp_args &p, const bool ro
     return;
   }
 #pragma unroll
-  for (int e = 0; e < 4; e++) { /* the output rows first: 4 loads in flight, then 4 more */
+  for (int e = 0; e < 4; e++) { /* the order's rows and their map entries: 8 loads in flight */
     const int64_t pos = pos0 + (int64_t)pt * e, ls = pos / WR_BK;
-    no[e] = order_row(p, ls < n_it ? (int64_t)live[ls] * WR_BK + pos % WR_BK : p.rows);
+    const int64_t m = ls < n_it ? (int64_t)live[ls] * WR_BK + pos % WR_BK : p.rows;
+    no[e] = order_row(p, m);
+    ni[e] = map_at(p, m, r);
   }
 #pragma unroll
-  for (int e = 0; e < 4; e++) {
-    const int32_t i = tab_row(p, no[e], r);
-    no[e] = i >= 0 ? no[e] : -1;
-    ni[e] = i;
-  }
+  for (int e = 0; e < 4; e++) no[e] = ni[e] >= 0 ? no[e] : -1;
 }
 #endif
 
@@ -333,7 +331,7 @@ __device__ static __forceinline__ void wr_consume_split(float *acc, const hp_rin
 /* p: a_src = dy, b_src = x (x3: the hi rows of x's split slice, b_lo its lo rows), K, ci
  * (this launch's input channels: dW's columns col0 .. col0 + ci - 1 of out_ld), co, nsplit
  * (S, the chunks of each offset); pairs: pin/pout/offsets; rows: rows (the output rows),
- * order, blk_mask, tab (the forward's map). out, by form: WR_ADD the fp32 dW
+ * order, blk_mask, hdr and nbl (the forward's map). out, by form: WR_ADD the fp32 dW
  * [co][K][out_ld] (zeroed; dmap its tensor map, wr_dw_map), WR_SLICES the fp32 slices
  * [S][co][K][out_ld] (chunk c: slice c), WR_DIRECT dW itself (dtype dt, fp32 with x3). dt: the
  * wgmma's type (bf16 with x3). col_sums: NULL, or the bias gradient's partials [S][co]

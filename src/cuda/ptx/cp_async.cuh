@@ -1,4 +1,4 @@
-/* cp_async.cuh — asynchronous 16- and 4-byte global -> shared copies (sm_80+). */
+/* cp_async.cuh — asynchronous 16-, 8- and 4-byte global -> shared copies (sm_80+). */
 #ifndef VC_PTX_CP_ASYNC_CUH
 #define VC_PTX_CP_ASYNC_CUH
 
@@ -6,6 +6,12 @@
 __device__ static inline void vc_cp_async16(void *smem, const void *gmem, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"((uint32_t)__cvta_generic_to_shared(smem)),
                "l"(gmem), "r"(valid ? 16 : 0));
+}
+
+/* Copies 8 bytes (both 8-byte aligned). */
+__device__ static inline void vc_cp_async8(void *smem, const void *gmem) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"((uint32_t)__cvta_generic_to_shared(smem)), "l"(gmem)
+               : "memory");
 }
 
 /* Copies 4 bytes (both 4-byte aligned). */
