@@ -392,7 +392,10 @@ __global__ static void k_write_pairs(const int32_t *nb, int64_t n_out, int K, in
     if (nbl)
       for (int row = warp; row < rows; row += nwarps) {
         const int32_t v = r0 + lane < K && lane < PAIR_COLS ? tile[row][lane] : -1;
-        const uint32_t bal = __ballot_sync(0xffffffffu, v >= 0), a = at[row];
+        const uint32_t bal = __ballot_sync(0xffffffffu, v >= 0);
+        /* lane 0 alone reads and writes the row's next entry: a read by every lane before
+         * lane 0's write is ordered only where the warp runs converged */
+        const uint32_t a = __shfl_sync(0xffffffffu, lane == 0 ? at[row] : 0u, 0);
         if (v >= 0) nbl[a + __popc(bal & ((1u << lane) - 1))] = v;
         if (lane == 0) at[row] = a + __popc(bal);
       }
