@@ -228,7 +228,10 @@ VC_API vc_status vc_plan_out_coords(const vc_plan *p, int32_t *coords_out, void 
 /* Copies the kernel map: offsets[K+1] (int64, host memory; pairs of offset r are entries
  * offsets[r] .. offsets[r+1]-1), in_index[pairs] and out_index[pairs] (int32 row indices,
  * caller memory on the plan's device). Within an offset, pairs ascend by output row.
- * Any of the three pointers may be NULL to skip it. Errors: VC_ERR_INVALID_ARGUMENT. */
+ * Any of the three pointers may be NULL to skip it. A CUDA submanifold plan keeps half the
+ * lists (the rest mirror them) and writes the indices through device scratch of about 4 K
+ * bytes an output row, on `stream`. Errors: VC_ERR_INVALID_ARGUMENT, VC_ERR_OUT_OF_MEMORY
+ * (that scratch), VC_ERR_DEVICE. */
 VC_API vc_status vc_plan_kernel_map(const vc_plan *p, int64_t *offsets, int32_t *in_index,
                              int32_t *out_index, void *stream);
 

@@ -39,9 +39,9 @@ typedef struct vc_cuda_state {
 typedef struct vc_cuda_plan {
   /* The neighbour map (VC_MAP_WORDS, vc_map_index): the input row each output row meets
    * through offset r, where it meets one; its headers over the positions of `order`, its
-   * entries in row order. 8 bytes a row and 4 an entry, where the dense [n_out, K] table of
-   * 4-byte rows took 4 K bytes a row (108 at K = 27; suite S RES 1024: 12.8 entries a
-   * row). One allocation: hdr's buffer holds nbl. */
+   * entries in row order. 8 bytes a row (K <= 32) and 4 an entry, where the dense [n_out,
+   * K] table of 4-byte rows took 4 K bytes a row (108 at K = 27; suite S RES 1024: 12.8
+   * entries a row). One allocation: hdr's buffer holds nbl. */
   uint2 *hdr;
   int32_t *nbl;
   /* The reverse map (dgrad) over the input rows in row order: the output row each input

@@ -2,9 +2,11 @@
  *
  * All three passes are one GEMM shape C[m, n] = sum_k A[m, k] B[k, n] with gathered rows:
  *   forward   m = output row (Gray order), k = (active offset r, ci), n = co
- *             A = x[nb[m, r]], B = W_r^T                      (each output row: one block)
+ *             A = x[nb(m, r)], B = W_r^T                      (each output row: one block)
  *   dgrad     m = input row, k = (r, co), n = ci
- *             A = dy[nbt[m, r]], B = W_r                      (each input row: one block)
+ *             A = dy[nbt(m, r)], B = W_r                      (each input row: one block)
+ * (nb(m, r): the input row that output row m meets through offset r, from the plan's
+ * neighbour map; nbt: the reverse map, or for submanifold nb(m, K-1-r).)
  *   wgrad     m = co, n = ci, k = pairs of offset r (split)
  *             A = dy[pair_out]^T, B = x[pair_in]              (fp32 atomics across splits;
  *                                                              unsplit: stored directly)
@@ -117,7 +119,7 @@ __device__ static __forceinline__ void tc_load_stage(const imp_args &p, const ti
 #pragma unroll
   for (int h = 0; h < 2; h++) {
     const int c = threadIdx.x + h * TC_THREADS; /* one of 512 16-byte chunks per operand */
-    { /* A: [128 rows][BK contiguous], rows gathered through the table */
+    { /* A: [128 rows][BK contiguous], rows gathered through the map (gtab) */
       const int m = c / 4, q = c % 4;
       const int32_t row = gather_row(p, t.m0, gtab, n_act, TC_BM, a, col, m);
       load8(sA + m * (TC_BK + TC_PAD) + q * 8, a_src + (int64_t)max(row, 0) * p.c_red + k0 + q * 8, row >= 0,

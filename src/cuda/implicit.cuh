@@ -145,15 +145,21 @@ __device__ static __forceinline__ int tile_offsets(const imp_args &p, int64_t m0
   return n;
 }
 
-/* The input row that position q of `order` meets through map column col, or -1 (no
- * neighbour, or q past the rows). */
+/* The index in the map's entries (p.nbl) of position q of `order` through map column col,
+ * or -1 (no neighbour, or q past the rows). */
+__device__ static __forceinline__ int64_t map_index(const imp_args &p, int64_t q, int col) {
+  return q < p.rows ? vc_map_index(p.hdr, p.K, q, col) : -1;
+}
+
+/* The input row that position q of `order` meets through map column col, or -1. */
 __device__ static __forceinline__ int32_t map_at(const imp_args &p, int64_t q, int col) {
-  const int64_t at = q < p.rows ? vc_map_index(p.hdr, p.K, q, col) : -1;
+  const int64_t at = map_index(p, q, col);
   return at >= 0 ? __ldg(p.nbl + at) : -1;
 }
 
 /* gtab[a][m] = the input row that row m0 + m meets through offset act[a], or -1 (n_act <=
- * GTAB_OFFSETS). Consecutive threads walk one row's offsets; 8 loads in flight a thread. */
+ * GTAB_OFFSETS). Consecutive threads walk one row's offsets; 8 header loads in flight a
+ * thread, then their 8 entry loads. */
 __device__ static __forceinline__ void tile_gtab(const imp_args &p, int64_t m0, const int16_t *act, int n_act,
                                                  int bm, int32_t *gtab, int tid, int nthr) {
   const int total = n_act * bm;

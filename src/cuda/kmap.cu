@@ -5,14 +5,19 @@
  *   2. output sites: submanifold = inputs; sparse/transposed = every site reached, found by
  *      inserting candidates into a second table, then radix-sorted by packed key;
  *      inverse = the paired plan's input sites;
- *   3. neighbour table nb[n_out, K] (small submanifold maps fill both halves from one
- *      lookup), with the row masks and per-block pair counts;
+ *   3. the dense neighbour table nb[n_out, K] (build scratch; small submanifold maps fill
+ *      both halves from one lookup), with the row masks, per-block pair counts and row
+ *      counts;
  *   4. pairs grouped by offset, ascending by output row, through one prefix sum (a
  *      submanifold plan's below the centre only, vc_plan.lists);
  *   5. encodings for the fused kernels: Gray order within windows, per-block active
  *      offsets, the tiles by their active offsets, the reverse table for dgrad; they run
  *      on a side stream once the prefix sum has the pair counts, beside the read-back of
- *      the counts and the pair lists' writing (4). */
+ *      the counts;
+ *   6. the neighbour map the plan keeps instead of the table (cuda_internal.h,
+ *      VC_MAP_WORDS): its entries written with the pair lists (4) from one read of the
+ *      table, its headers in the Gray order on the side stream, and there too the reverse
+ *      map from the reverse table. */
 #include "cuda_internal.h"
 
 #include <stdlib.h>
@@ -154,6 +159,7 @@ __global__ static void k_inverse_neighbors(const int64_t *offsets, int K, const 
 
 #define PAIR_ROWS VC_PAIR_ROWS /* rows per block of the row kernels (one thread per row) */
 #define PAIR_COLS 32  /* offsets staged in shared memory at a time: one mask word */
+static_assert(PAIR_COLS == 32, "a staged chunk of columns is one word of the map's headers (k_write_pairs)");
 
 /* Stages nb[rows of block b, r0 .. r0+PAIR_COLS) in shared memory (rows past n_out read as
  * -1; columns past K are left alone, no caller reads them). When all K columns fit one
@@ -185,13 +191,12 @@ __device__ static void stage_columns(const int32_t *nb, int64_t n_out, int K, in
 }
 
 /* From a staged tile of columns r0 .. r0+PAIR_COLS (complete: callers synchronise after
- * filling it): mask word r0/32 of each row (where rmask is non-NULL) and, where rcnt is
- * non-NULL, its live count added up over the calls (the neighbour map's entries of the
- * row; r0 == 0 starts it), the live count of each
- * column in this block (cnt[r * nblk + b], the layout the pair scan wants) and, when nb is
- * non-NULL, the tile itself written out row-contiguously. One thread per row; the tile's
- * row stride of PAIR_COLS + 1 words keeps both the per-row and the per-column walks free of
- * bank conflicts. */
+ * filling it), each where its pointer is non-NULL: mask word r0/32 of each row (rmask); its
+ * live count added up over the calls (rcnt: the neighbour map's entries of the row; r0 == 0
+ * starts it); the live count of each column in this block (cnt[r * nblk + b], the layout
+ * the pair scan wants); the tile itself written out row-contiguously (nb). One thread per
+ * row; the tile's row stride of PAIR_COLS + 1 words keeps both the per-row and the
+ * per-column walks free of bank conflicts. */
 __device__ static void emit_columns(int32_t (*tile)[PAIR_COLS + 1], int64_t n_out, int K, int r0, int W,
                                     int32_t *nb, uint32_t *rmask, int32_t *cnt, int32_t *rcnt) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
@@ -381,23 +386,23 @@ __global__ static void __launch_bounds__(PAIR_ROWS) k_row_stats(const int32_t *n
 __global__ static void k_write_pairs(const int32_t *nb, int64_t n_out, int K, int cols, const int64_t *start,
                                      int32_t *pin, int32_t *pout, const int64_t *rstart, int32_t *nbl) {
   __shared__ int32_t tile[PAIR_ROWS][PAIR_COLS + 1];
-  __shared__ uint32_t at[PAIR_ROWS]; /* the map: each row's next entry (< 2^32) */
+  __shared__ uint32_t next[PAIR_ROWS]; /* the map: each row's next entry (< 2^32) */
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
   const int64_t o0 = (int64_t)blockIdx.x * PAIR_ROWS;
   const int rows = (int)min((int64_t)PAIR_ROWS, n_out - o0);
   if (nbl)
-    for (int i = threadIdx.x; i < rows; i += blockDim.x) at[i] = (uint32_t)rstart[o0 + i];
+    for (int i = threadIdx.x; i < rows; i += blockDim.x) next[i] = (uint32_t)rstart[o0 + i];
   for (int r0 = 0; r0 < (nbl ? K : cols); r0 += PAIR_COLS) {
-    stage_columns(nb, n_out, K, r0, tile); /* its barrier also publishes at[] */
+    stage_columns(nb, n_out, K, r0, tile); /* its barrier also publishes next[] */
     if (nbl)
       for (int row = warp; row < rows; row += nwarps) {
         const int32_t v = r0 + lane < K && lane < PAIR_COLS ? tile[row][lane] : -1;
         const uint32_t bal = __ballot_sync(0xffffffffu, v >= 0);
         /* lane 0 alone reads and writes the row's next entry: a read by every lane before
          * lane 0's write is ordered only where the warp runs converged */
-        const uint32_t a = __shfl_sync(0xffffffffu, lane == 0 ? at[row] : 0u, 0);
+        const uint32_t a = __shfl_sync(0xffffffffu, lane == 0 ? next[row] : 0u, 0);
         if (v >= 0) nbl[a + __popc(bal & ((1u << lane) - 1))] = v;
-        if (lane == 0) at[row] = a + __popc(bal);
+        if (lane == 0) next[row] = a + __popc(bal);
       }
     for (int c = warp; c < PAIR_COLS && r0 + c < cols; c += nwarps) {
       int64_t at = start[(int64_t)(r0 + c) * gridDim.x + blockIdx.x];
@@ -1244,7 +1249,7 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
   const int64_t nbn = p->n_out * g.K, nrb = (p->n_out + PAIR_ROWS - 1) / PAIR_ROWS;
   const int W = (g.K + 31) / 32;
   int32_t *cnt, *nb, *nbt = NULL;
-  uint32_t *rmask; /* [n_out, W] bit r set when nb[o, r] >= 0: only the orders and block masks need it */
+  uint32_t *rmask; /* [n_out, W] bit r set when nb[o, r] >= 0: the orders, block masks and map headers */
   TRY(scratch_alloc(ctx, t, (void **)&nb, (size_t)nbn * sizeof(int32_t), "the neighbour table"));
   TRY(group_buffer(ctx, p, cp, W, s));
   TRY(scratch_alloc(ctx, t, (void **)&rmask, (size_t)p->n_out * W * sizeof(uint32_t), "row masks"));

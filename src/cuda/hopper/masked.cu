@@ -6,7 +6,8 @@
  * A tile is 128 output rows (taken in the plan's Gray-code order, or its regrouped order:
  * vc_cuda_plan_groups) by BN output columns (64,
  * 96, 128 or 256); its reduction loops over the union of its rows' active offsets times the
- * chunks of KB bytes of channels: C[m, n] += sum_k A[nb[m, r], k] * B_r[n, k]. KB is 128 (64
+ * chunks of KB bytes of channels: C[m, n] += sum_k A[nb(m, r), k] * B_r[n, k], nb(m, r) the
+ * input row that row m meets through offset r (the plan's neighbour map). KB is 128 (64
  * 16-bit values, 32 tf32), or 64 where all the channels fit in 64 bytes (mk_kb). A work unit
  * is a tile, or one of nsplit contiguous ranges of its reduction stages where the grid would
  * be too small.
@@ -670,17 +671,20 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
     const uint32_t a_pitch = (uint32_t)(p.c_red * es); /* bytes of a gathered row */
     int64_t g = 0; /* stages issued by this pipeline */
     /* With one pipeline a unit's tables are built while the unit before it issues its
-     * stages, into the other buffer (K <= 32): its rows and mask word are loaded when that
-     * unit starts, its offsets placed and its gather table copied by cp.async after that
+     * stages, into the other buffer (K <= 32): its map headers and mask word are loaded when
+     * that unit starts, its offsets placed and its gather table copied by cp.async after that
      * unit's first 2 np stages, and the copies land by that unit's end. So a unit begins with
      * its tables ready: no global latency and one named barrier between units (ncu, dec4.a
      * forward: the set-up in line was ~40 % of the producers' samples). The first unit, every
      * unit with K > 32, and every unit of two pipelines (one buffer each; the other
      * pipeline's stages fill the ring meanwhile) build theirs in place, the latter from the
-     * order rows and mask words mk_pre_copy brought during the unit before. */
+     * map headers and mask words mk_pre_copy brought during the unit before. */
     int na = 0;    /* the unit's active offsets */
     int ub = pipe; /* its table buffer */
-    /* two pipelines: each unit's tables from mk_pre_copy's headers and words (tpp == MK_BM) */
+    /* two pipelines: each unit's tables from mk_pre_copy's headers and words (tpp == MK_BM).
+     * Their K is at most MK_GTAB (mk_pipes; vc_cuda_masked_run refuses more): the buffer of a
+     * unit's headers takes the next unit's while its stages run, which read none. (Testing
+     * MK_GTAB here instead of 32 changed the two-pipeline kernels' code, unmeasured.) */
     const bool pre_ok = pipes == 2 && !pairs && p.K <= 32;
     /* K > 32 (one pipeline: mk_pipes): no headers in shared memory, the map read directly,
      * the unit's first row in um0 (kept in a register across the stages, it and the reads
@@ -787,7 +791,7 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
     const int blk0 = pipes == 1 ? cw : 0; /* the unit's 64-row block that is this warpgroup's block 0 */
     hp_pos pos = {0, 0};
     int par = 1;
-    /* two pipelines (K <= 32): the unit's mask words and this thread's epilogue rows,
+    /* two pipelines (K <= MK_GTAB): the unit's mask words and this thread's epilogue rows,
      * loaded during the unit before (mk_pre_rows; their latency was a wait at every unit's
      * start and in its epilogue) */
     const bool pre_ok = pipes == 2 && !pairs && p.K <= 32;
@@ -1515,6 +1519,8 @@ vc_status vc_cuda_masked_run(vc_context *ctx, const vc_plan *p, const imp_args &
   const int kb = mk_kb(q.c_red, q.dt);
   const int64_t units = sh.tiles * sh.nsplit;
   const int pipes = mk_pipes(cs, bn, kb, q.K, units);
+  if (pipes == 2 && q.K > MK_GTAB) /* mk_body's two pipelines reuse a unit's header buffer */
+    return vc_fail(ctx, VC_ERR_INTERNAL, "voxconv: two masked pipelines for %d offsets", q.K);
   const int64_t per_pipes = (units + pipes - 1) / pipes, grid = per_pipes < cs->n_sm ? per_pipes : cs->n_sm;
   if (!vc_cuda_tile_order_used(units, cs->n_sm)) q.tile_order = NULL;
   mk_kernels[pipes - 1][sh.v][kb == 64][q.mode == MODE_DGRAD][vc_cuda_dt_index(q.dt)]<<<

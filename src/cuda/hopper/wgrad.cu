@@ -157,7 +157,7 @@ __device__ static __forceinline__ void wr_fetch(const imp_args &p, const bool ro
     return;
   }
 #pragma unroll
-  for (int e = 0; e < 4; e++) { /* the order's rows and their map entries: 8 loads in flight */
+  for (int e = 0; e < 4; e++) { /* the order's rows and their map headers, then the entries */
     const int64_t pos = pos0 + (int64_t)pt * e, ls = pos / WR_BK;
     const int64_t m = ls < n_it ? (int64_t)live[ls] * WR_BK + pos % WR_BK : p.rows;
     no[e] = order_row(p, m);
