@@ -840,7 +840,7 @@ static uint64_t table_capacity(int64_t n) {
 }
 
 /* Temporary device memory of one plan build, released on every path. */
-#define SCRATCH_MAX 24
+#define SCRATCH_MAX 16 /* a build takes at most 12 (a strided plan's) */
 
 typedef struct scratch {
   void *p[SCRATCH_MAX];
@@ -1171,19 +1171,20 @@ extern "C" int vc_cuda_plan_group_window(const vc_plan *p) {
   return cp ? cp->g_window : 0;
 }
 
-/* The map's entries are kept in row order, each row's from the exclusive scan of the rows'
- * entry counts: its row start. The scan's scratch, one allocation (n rows): the starts, the
- * counts (the row kernels write them: emit_columns), the scan's temporary. */
-typedef struct map_scan {
+/* The scratch of an exclusive scan of n counts, one allocation: the starts, the counts, the
+ * scan's temporary. The map's entries are kept in row order, each row's from such a scan of
+ * the rows' entry counts (the row kernels write them: emit_columns); vc_plan_kernel_map
+ * scans its pair counts in one too. */
+typedef struct scan_scratch {
   int64_t *start;
   int32_t *cnt;
   void *tmp;
-} map_scan;
+} scan_scratch;
 
-static vc_status map_scan_alloc(vc_context *ctx, int64_t n, map_scan *sc, scratch *t) {
+static vc_status scan_scratch_alloc(vc_context *ctx, int64_t n, scan_scratch *sc, scratch *t) {
   const int64_t m = n > 0 ? n : 1, a = vc_round_up(m * 8, 256), b = vc_round_up(m * 4, 256);
   char *base;
-  TRY(scratch_alloc(ctx, t, (void **)&base, (size_t)(a + b) + vc_cuda_scan_tmp_bytes(m), "map row starts"));
+  TRY(scratch_alloc(ctx, t, (void **)&base, (size_t)(a + b) + vc_cuda_scan_tmp_bytes(m), "a prefix sum"));
   sc->start = (int64_t *)base, sc->cnt = (int32_t *)(base + a), sc->tmp = base + a + b;
   return VC_OK;
 }
@@ -1254,8 +1255,8 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
   TRY(group_buffer(ctx, p, cp, W, s));
   TRY(scratch_alloc(ctx, t, (void **)&rmask, (size_t)p->n_out * W * sizeof(uint32_t), "row masks"));
   TRY(scratch_alloc(ctx, t, (void **)&cnt, (size_t)(nrb * g.K) * sizeof(int32_t), "pair counts"));
-  map_scan rs, ts;
-  TRY(map_scan_alloc(ctx, p->n_out, &rs, t));
+  scan_scratch rs, ts; /* the map's and the reverse map's row starts */
+  TRY(scan_scratch_alloc(ctx, p->n_out, &rs, t));
   if (p->n_out > 0) {
     if (kind == VC_CONV_INVERSE) {
       VC_CUDA_TRY(ctx, cudaMemsetAsync(nb, 0xff, (size_t)nbn * sizeof(int32_t), s));
@@ -1288,7 +1289,7 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
   TRY(map_alloc(ctx, p, p->n_out, &cp->hdr, &cp->nbl, t));
   if (nbt) {
     TRY(map_alloc(ctx, p, p->n_in, &cp->hdr_t, &cp->nbl_t, t));
-    TRY(map_scan_alloc(ctx, p->n_in, &ts, t));
+    TRY(scan_scratch_alloc(ctx, p->n_in, &ts, t));
   }
   /* The side stream, after the order (its work): the map's headers in it, and the reverse
    * map (from its table, written there); the build's stream meanwhile: the pair lists and
@@ -1368,18 +1369,15 @@ extern "C" vc_status vc_cuda_kernel_map(const vc_plan *p, int32_t *in_index, int
   const vc_cuda_plan *cp = vc_cuda_plan_of(p);
   const int64_t nblk = (p->n_out + PAIR_ROWS - 1) / PAIR_ROWS, ncnt = nblk * K;
   scratch t = {{0}, 0, s, false, "vc_plan_kernel_map"};
-  int32_t *cnt, *nb;
-  int64_t *start;
-  void *tmp;
+  int32_t *nb;
+  scan_scratch sc; /* the pair counts of every (offset, row block) and their starts */
   vc_status st = scratch_alloc(ctx, &t, (void **)&nb, (size_t)p->n_out * K * sizeof(int32_t), "the neighbour table");
-  if (st == VC_OK) st = scratch_alloc(ctx, &t, (void **)&cnt, (size_t)ncnt * sizeof(int32_t), "pair counts");
-  if (st == VC_OK) st = scratch_alloc(ctx, &t, (void **)&start, (size_t)ncnt * sizeof(int64_t), "pair block starts");
-  if (st == VC_OK) st = scratch_alloc(ctx, &t, &tmp, vc_cuda_scan_tmp_bytes(ncnt), "pair counts");
+  if (st == VC_OK) st = scan_scratch_alloc(ctx, ncnt, &sc, &t);
   if (st == VC_OK) {
     if (p->n_out > 0) k_map_expand<<<vc_grid(p->n_out * 32), 256, 0, s>>>(cp->hdr, cp->nbl, cp->order, p->n_out, K, nb);
-    k_row_stats<<<(unsigned)nblk, PAIR_ROWS, 0, s>>>(nb, p->n_out, K, (K + 31) / 32, NULL, cnt, NULL);
-    vc_cuda_scan_exclusive(cnt, start, ncnt, tmp, s);
-    k_write_pairs<<<(unsigned)nblk, PAIR_ROWS, 0, s>>>(nb, p->n_out, K, K, start, in_index, out_index, NULL, NULL);
+    k_row_stats<<<(unsigned)nblk, PAIR_ROWS, 0, s>>>(nb, p->n_out, K, (K + 31) / 32, NULL, sc.cnt, NULL);
+    vc_cuda_scan_exclusive(sc.cnt, sc.start, ncnt, sc.tmp, s);
+    k_write_pairs<<<(unsigned)nblk, PAIR_ROWS, 0, s>>>(nb, p->n_out, K, K, sc.start, in_index, out_index, NULL, NULL);
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) st = vc_fail(ctx, VC_ERR_DEVICE, "vc_plan_kernel_map: %s", cudaGetErrorString(e));
   }
