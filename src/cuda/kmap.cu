@@ -377,7 +377,8 @@ __global__ static void __launch_bounds__(PAIR_ROWS) k_row_stats(const int32_t *n
 }
 
 /* Writes the pairs of (column r < cols, block b) from start[r * nblk + b] on, in row order:
- * one warp per column, ranks from ballots. pin or pout NULL: that list is skipped. Where
+ * one warp per column, ranks from ballots (cols 0: none, start unread). pin or pout NULL:
+ * that list is skipped. Where
  * nbl is non-NULL, also the neighbour map's entries (cuda_internal.h, VC_MAP_WORDS), which
  * the plan keeps in row order: row o's from rstart[o] on, a warp a row (lanes over the
  * staged columns). So the build reads the table once for both (a pass of its own over the
@@ -431,8 +432,8 @@ __global__ static void k_reverse(const int32_t *nb, int64_t n_out, int K, int32_
 
 /* ---- the compact neighbour map (cuda_internal.h, VC_MAP_WORDS) ----------------------------
  * The build writes the dense table nb[n, K] (scratch), and from it the plan keeps the map:
- * per neighbour one entry, in row order, and per position of the plan's order its headers
- * (the reverse map: per row). */
+ * per neighbour one entry, in row order (k_write_pairs), and per position of the plan's
+ * order its headers (k_map_hdrs; the reverse map: per row). */
 
 /* The map's headers over the positions of `order` (NULL: the identity) from the row masks
  * (W words a row) and each row's first entry (rstart: the entries in row order). */
@@ -445,26 +446,6 @@ __global__ static void k_map_hdrs(const uint32_t *rmask, const int64_t *rstart, 
       const uint32_t m = rmask[row * W + w];
       hdr[q * W + w] = make_uint2(at, m);
       at += __popc(m);
-    }
-  }
-}
-
-/* A map over the rows in row order, headers and entries, from its table alone (the reverse
- * map: no row masks, no pair lists written beside it); start: the row starts. A warp a
- * row, its lanes over 32 columns at a time. */
-__global__ static void k_map_compact(const int32_t *nb, int64_t n, int K, const int64_t *start, uint2 *hdr,
-                                     int32_t *nbl) {
-  const int lane = threadIdx.x & 31, W = VC_MAP_WORDS(K);
-  const int64_t warps = (int64_t)gridDim.x * (blockDim.x >> 5);
-  for (int64_t o = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; o < n; o += warps) {
-    uint32_t at = (uint32_t)start[o];
-    for (int w = 0; w < W; w++) {
-      const int c = w * 32 + lane;
-      const int32_t v = c < K ? nb[o * K + c] : -1;
-      const uint32_t bal = __ballot_sync(0xffffffffu, v >= 0);
-      if (v >= 0) nbl[at + __popc(bal & ((1u << lane) - 1))] = v;
-      if (lane == 0) hdr[o * W + w] = make_uint2(at, bal);
-      at += __popc(bal);
     }
   }
 }
@@ -1287,13 +1268,15 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
   if (p->n_out > 0) vc_cuda_scan_exclusive(rs.cnt, rs.start, p->n_out, rs.tmp, s);
   TRY(pair_lists(ctx, p, cp, coords, t, flags));
   TRY(map_alloc(ctx, p, p->n_out, &cp->hdr, &cp->nbl, t));
+  uint32_t *tmask = NULL; /* the reverse table's row masks */
   if (nbt) {
     TRY(map_alloc(ctx, p, p->n_in, &cp->hdr_t, &cp->nbl_t, t));
     TRY(scan_scratch_alloc(ctx, p->n_in, &ts, t));
+    TRY(scratch_alloc(ctx, t, (void **)&tmask, (size_t)p->n_in * W * sizeof(uint32_t), "reverse row masks"));
   }
   /* The side stream, after the order (its work): the map's headers in it, and the reverse
-   * map (from its table, written there); the build's stream meanwhile: the pair lists and
-   * the map's entries. */
+   * map from its table (written there), by the same kernels in row order; the build's
+   * stream meanwhile: the pair lists and the map's entries. */
   const vc_cuda_state *cs = vc_cuda(ctx);
   const cudaStream_t a = cs->aux;
   VC_CUDA_TRY(ctx, cudaEventRecord(cs->fork, s));
@@ -1301,9 +1284,10 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
   if (p->n_out > 0) k_map_hdrs<<<vc_grid(p->n_out), 256, 0, a>>>(rmask, rs.start, cp->order, p->n_out, W, cp->hdr);
   if (nbt && p->n_in > 0) {
     const int64_t nib = (p->n_in + PAIR_ROWS - 1) / PAIR_ROWS;
-    k_row_stats<<<(unsigned)nib, PAIR_ROWS, 0, a>>>(nbt, p->n_in, g.K, W, NULL, NULL, ts.cnt);
+    k_row_stats<<<(unsigned)nib, PAIR_ROWS, 0, a>>>(nbt, p->n_in, g.K, W, tmask, NULL, ts.cnt);
     vc_cuda_scan_exclusive(ts.cnt, ts.start, p->n_in, ts.tmp, a);
-    k_map_compact<<<vc_grid(p->n_in * 32), 256, 0, a>>>(nbt, p->n_in, g.K, ts.start, cp->hdr_t, cp->nbl_t);
+    k_map_hdrs<<<vc_grid(p->n_in), 256, 0, a>>>(tmask, ts.start, NULL, p->n_in, W, cp->hdr_t);
+    k_write_pairs<<<(unsigned)nib, PAIR_ROWS, 0, a>>>(nbt, p->n_in, g.K, 0, NULL, NULL, NULL, ts.start, cp->nbl_t);
   }
   VC_CUDA_TRY(ctx, cudaEventRecord(cs->join, a));
   if (nrb > 0)
