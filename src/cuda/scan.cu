@@ -33,22 +33,20 @@ __device__ static int64_t block_exclusive_scan(int64_t v, int64_t *sm, int64_t *
   return r;
 }
 
-/* Phase 1: per tile, local exclusive scan into out and the tile sum into sums. */
-__global__ static void scan_tiles(const int32_t *in, int64_t *out, int64_t *sums, int64_t n) {
+/* Phase 1: each tile's sum into sums (reduce, then scan: the input is read twice, 4 bytes a
+ * value, where a scan of each tile first read it once but wrote and rewrote 8 bytes a value
+ * for a pass adding the tile's prefix). Loads striped across the block: coalesced. */
+__global__ static void __launch_bounds__(SCAN_THREADS) scan_reduce(const int32_t *in, int64_t *sums, int64_t n) {
   __shared__ int64_t sm[SCAN_THREADS / 32 + 1];
-  const int64_t base = (int64_t)blockIdx.x * SCAN_TILE + (int64_t)threadIdx.x * SCAN_ITEMS;
-  int64_t v[SCAN_ITEMS], s = 0;
+  const int64_t t0 = (int64_t)blockIdx.x * SCAN_TILE;
+  int64_t s = 0;
 #pragma unroll
   for (int i = 0; i < SCAN_ITEMS; i++) {
-    v[i] = base + i < n ? in[base + i] : 0;
-    s += v[i];
+    const int64_t j = t0 + i * SCAN_THREADS + threadIdx.x;
+    if (j < n) s += in[j];
   }
-  int64_t total, pre = block_exclusive_scan(s, sm, &total);
-#pragma unroll
-  for (int i = 0; i < SCAN_ITEMS; i++) {
-    if (base + i < n) out[base + i] = pre;
-    pre += v[i];
-  }
+  int64_t total;
+  block_exclusive_scan(s, sm, &total);
   if (threadIdx.x == 0) sums[blockIdx.x] = total;
 }
 
@@ -65,9 +63,36 @@ __global__ static void scan_sums(int64_t *sums, int64_t ntiles) {
   if (threadIdx.x == 0) sums[ntiles] = carry;
 }
 
-__global__ static void scan_add(int64_t *out, const int64_t *sums, int64_t n) {
-  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] += sums[i / SCAN_TILE];
+/* Phase 3: each tile's exclusive scan from its prefix in sums. The tile is staged in shared
+ * memory striped across the block (coalesced loads and stores), and each thread scans 8
+ * consecutive values there (one pad word every 8 keeps that walk free of bank conflicts). */
+#define SCAN_PAD(i) ((i) + (i) / SCAN_ITEMS)
+__global__ static void __launch_bounds__(SCAN_THREADS) scan_tiles(const int32_t *in, int64_t *out, const int64_t *sums,
+                                                                  int64_t n) {
+  __shared__ int64_t buf[SCAN_PAD(SCAN_TILE)];
+  __shared__ int64_t sm[SCAN_THREADS / 32 + 1];
+  const int64_t t0 = (int64_t)blockIdx.x * SCAN_TILE;
+#pragma unroll
+  for (int i = 0; i < SCAN_ITEMS; i++) {
+    const int j = i * SCAN_THREADS + threadIdx.x;
+    buf[SCAN_PAD(j)] = t0 + j < n ? in[t0 + j] : 0;
+  }
+  __syncthreads();
+  int64_t v[SCAN_ITEMS], s = 0;
+#pragma unroll
+  for (int i = 0; i < SCAN_ITEMS; i++) s += v[i] = buf[SCAN_PAD(threadIdx.x * SCAN_ITEMS + i)];
+  int64_t total, pre = block_exclusive_scan(s, sm, &total) + sums[blockIdx.x];
+#pragma unroll
+  for (int i = 0; i < SCAN_ITEMS; i++) { /* a thread rewrites only the words it read */
+    buf[SCAN_PAD(threadIdx.x * SCAN_ITEMS + i)] = pre;
+    pre += v[i];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < SCAN_ITEMS; i++) {
+    const int j = i * SCAN_THREADS + threadIdx.x;
+    if (t0 + j < n) out[t0 + j] = buf[SCAN_PAD(j)];
+  }
 }
 
 extern "C" size_t vc_cuda_scan_tmp_bytes(int64_t n) {
@@ -81,9 +106,9 @@ extern "C" void vc_cuda_scan_exclusive(const int32_t *in, int64_t *out, int64_t 
     return;
   }
   int64_t ntiles = (n + SCAN_TILE - 1) / SCAN_TILE, *sums = (int64_t *)tmp;
-  scan_tiles<<<(unsigned)ntiles, SCAN_THREADS, 0, s>>>(in, out, sums, n);
+  scan_reduce<<<(unsigned)ntiles, SCAN_THREADS, 0, s>>>(in, sums, n);
   scan_sums<<<1, SCAN_THREADS, 0, s>>>(sums, ntiles);
-  scan_add<<<vc_blocks(n, 256), 256, 0, s>>>(out, sums, n);
+  scan_tiles<<<(unsigned)ntiles, SCAN_THREADS, 0, s>>>(in, out, sums, n);
 }
 
 /* ---- radix sort: 8 passes of 8 bits, least significant first, stable -------------------- */
