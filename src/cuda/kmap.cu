@@ -161,16 +161,27 @@ __global__ static void k_inverse_neighbors(const int64_t *offsets, int K, const 
 #define PAIR_COLS 32  /* offsets staged in shared memory at a time: one mask word */
 static_assert(PAIR_COLS == 32, "a staged chunk of columns is one word of the map's headers (k_write_pairs)");
 
+/* Where all K <= 32 columns fit one chunk, a block's rows of nb are one contiguous run
+ * (16-byte aligned: PAIR_ROWS * K words from an aligned base), read and written 16 bytes a
+ * thread. Word e of the run is (row e / K, column e % K): the quotient by a multiply and a
+ * shift (run_row; with m = ceil(2^19 / K) the error is below e / 2^19 < 1/64 <= 1/K for
+ * e < 2^13 and K <= 32, and e m < 2^32), since a division a word cost more instructions
+ * than the loads. (k_write_pairs took 96-98 us at suite S RES 512 so, 150 us with a warp a
+ * row instead: bench/NOTES.md, session 45.) */
+static_assert(PAIR_ROWS * PAIR_COLS <= 8192, "run_div is exact below 2^13");
+__device__ static inline uint32_t run_div(int K) { return ((1u << 19) + (uint32_t)K - 1) / (uint32_t)K; }
+__device__ static inline int run_row(int e, uint32_t m) { return (int)(((uint32_t)e * m) >> 19); }
+
 /* Stages nb[rows of block b, r0 .. r0+PAIR_COLS) in shared memory (rows past n_out read as
- * -1; columns past K are left alone, no caller reads them). When all K columns fit one
- * chunk, the block's rows are one contiguous run of nb, read 16 bytes a thread (the run
- * starts 16-byte aligned: PAIR_ROWS * K words from an aligned base); otherwise row by row,
- * each row's slice contiguous. */
+ * -1; columns past K are left alone, no caller reads them): one contiguous run where the
+ * chunk holds every column, else a warp a row, its lanes over the row's slice. */
 __device__ static void stage_columns(const int32_t *nb, int64_t n_out, int K, int r0, int32_t (*tile)[PAIR_COLS + 1]) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
   const int64_t o0 = (int64_t)blockIdx.x * PAIR_ROWS;
   const int rows = (int)min((int64_t)PAIR_ROWS, n_out - o0), ncols = min(PAIR_COLS, K - r0);
   if (ncols == K) {
     const int total = rows * K;
+    const uint32_t m = run_div(K);
     const int4 *src = (const int4 *)(nb + o0 * K);
     for (int i = threadIdx.x; i * 4 < total; i += blockDim.x) {
       int32_t v[4];
@@ -180,13 +191,20 @@ __device__ static void stage_columns(const int32_t *nb, int64_t n_out, int K, in
       } else {
         for (int e = 0; e < 4; e++) v[e] = i * 4 + e < total ? nb[o0 * K + i * 4 + e] : -1;
       }
-      for (int e = 0; e < 4 && i * 4 + e < total; e++) tile[(i * 4 + e) / K][(i * 4 + e) % K] = v[e];
+      for (int e = 0; e < 4 && i * 4 + e < total; e++) {
+        const int row = run_row(i * 4 + e, m);
+        tile[row][i * 4 + e - row * K] = v[e];
+      }
+    }
+    for (int i = threadIdx.x; i < (PAIR_ROWS - rows) * K; i += blockDim.x) {
+      const int row = run_row(i, m);
+      tile[rows + row][i - row * K] = -1;
     }
   } else {
-    for (int i = threadIdx.x; i < rows * ncols; i += blockDim.x)
-      tile[i / ncols][i % ncols] = nb[(o0 + i / ncols) * K + r0 + i % ncols];
+#pragma unroll 4
+    for (int row = warp; row < PAIR_ROWS; row += nwarps)
+      if (lane < ncols) tile[row][lane] = row < rows ? nb[(o0 + row) * K + r0 + lane] : -1;
   }
-  for (int i = threadIdx.x; i < (PAIR_ROWS - rows) * ncols; i += blockDim.x) tile[rows + i / ncols][i % ncols] = -1;
   __syncthreads();
 }
 
@@ -194,29 +212,44 @@ __device__ static void stage_columns(const int32_t *nb, int64_t n_out, int K, in
  * filling it), each where its pointer is non-NULL: mask word r0/32 of each row (rmask); its
  * live count added up over the calls (rcnt: the neighbour map's entries of the row; r0 == 0
  * starts it); the live count of each column in this block (cnt[r * nblk + b], the layout
- * the pair scan wants); the tile itself written out row-contiguously (nb). One thread per
- * row; the tile's row stride of PAIR_COLS + 1 words keeps both the per-row and the
- * per-column walks free of bank conflicts. */
+ * the pair scan wants); the tile itself written out (nb: one contiguous run where the chunk
+ * holds every column, else a warp a row). Masks a warp a row, lanes over the columns (one
+ * ballot); counts a warp a column. The tile's row stride of PAIR_COLS + 1 words keeps both
+ * walks free of bank conflicts. */
 __device__ static void emit_columns(int32_t (*tile)[PAIR_COLS + 1], int64_t n_out, int K, int r0, int W,
                                     int32_t *nb, uint32_t *rmask, int32_t *cnt, int32_t *rcnt) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
-  const int64_t o0 = (int64_t)blockIdx.x * PAIR_ROWS, o = o0 + threadIdx.x;
-  const int ncols = min(PAIR_COLS, K - r0);
-  uint32_t m = 0;
-  for (int c = 0; c < ncols; c++) m |= (uint32_t)(tile[threadIdx.x][c] >= 0) << c;
-  if (rmask && o < n_out) rmask[o * W + r0 / 32] = m;
-  if (rcnt && o < n_out) rcnt[o] = (r0 ? rcnt[o] : 0) + __popc(m);
+  const int64_t o0 = (int64_t)blockIdx.x * PAIR_ROWS;
+  const int rows = (int)min((int64_t)PAIR_ROWS, n_out - o0), ncols = min(PAIR_COLS, K - r0);
+  for (int row = warp; row < rows; row += nwarps) {
+    const int32_t v = lane < ncols ? tile[row][lane] : -1;
+    const uint32_t m = __ballot_sync(0xffffffffu, v >= 0);
+    const int64_t o = o0 + row;
+    if (nb && ncols < K && lane < ncols) nb[o * K + r0 + lane] = v;
+    if (lane == 0 && rmask) rmask[o * W + r0 / 32] = m;
+    if (lane == 0 && rcnt) rcnt[o] = (r0 ? rcnt[o] : 0) + __popc(m);
+  }
+  if (nb && ncols == K) {
+    const int total = rows * K;
+    const uint32_t m = run_div(K);
+    int4 *dst = (int4 *)(nb + o0 * K);
+    for (int i = threadIdx.x; i * 4 < total; i += blockDim.x) {
+      int32_t v[4];
+      for (int e = 0; e < 4; e++) {
+        const int row = run_row(i * 4 + e, m);
+        v[e] = tile[row][i * 4 + e - row * K];
+      }
+      if (i * 4 + 3 < total) dst[i] = make_int4(v[0], v[1], v[2], v[3]);
+      else
+        for (int e = 0; e < 4 && i * 4 + e < total; e++) nb[o0 * K + i * 4 + e] = v[e];
+    }
+  }
   for (int c = warp; cnt && c < ncols; c += nwarps) {
     int n = 0;
     for (int row = lane; row < PAIR_ROWS; row += 32) n += tile[row][c] >= 0;
     for (int d = 16; d > 0; d >>= 1) n += __shfl_xor_sync(0xffffffffu, n, d);
     if (lane == 0) cnt[(int64_t)(r0 + c) * gridDim.x + blockIdx.x] = n;
   }
-  if (nb)
-    for (int i = threadIdx.x; i < PAIR_ROWS * ncols; i += blockDim.x) {
-      const int row = i / ncols, c = i % ncols;
-      if (o0 + row < n_out) nb[(o0 + row) * K + r0 + c] = tile[row][c];
-    }
   __syncthreads();
 }
 
@@ -278,15 +311,43 @@ __device__ static inline uint64_t brick_start(uint64_t key, uint64_t cap) {
   return __umulhi(h, (uint32_t)cap);
 }
 
-/* Claims each occupied brick once; its claimer numbers it. Out-of-range sites are skipped
- * (k_check_range reports them before the pool is filled). */
-__global__ static void k_claim_bricks(const int32_t *c, int64_t n, slot *bt, uint64_t bcap, unsigned long long *count) {
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    const int32_t *s = c + 4 * i;
-    if (!vc_site_in_range(s[0], s[1], s[2], s[3])) continue;
-    const uint64_t key = brick_key(s[0], s[1], s[2], s[3]);
-    const int64_t at = hash_claim(&bt[0].key, sizeof(slot) / sizeof(unsigned long long), bcap, key, brick_start(key, bcap));
-    if (at >= 0) bt[at].row = (long long)atomicAdd(count, 1ull);
+/* Claims each occupied brick once and numbers it. Out-of-range sites are skipped
+ * (k_check_pack reports them before the pool is filled). The lanes of a warp holding one
+ * brick leave it to the lowest of them (rows in scan order share bricks, and their atomics
+ * on one slot serialise), and a block's new bricks take their numbers with one atomic on
+ * the count (ranks from ballots, warp bases from shared memory), where each took one on
+ * that one address. The loop is uniform across the block (blockDim.x == 256): every lane
+ * reaches the match, the ballots and the barriers. */
+__global__ static void __launch_bounds__(256) k_claim_bricks(const int32_t *c, int64_t n, slot *bt, uint64_t bcap,
+                                                             unsigned long long *count) {
+  __shared__ unsigned wbase[8];
+  __shared__ unsigned long long base;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int64_t i0 = (int64_t)blockIdx.x * blockDim.x; i0 < n; i0 += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t i = i0 + threadIdx.x;
+    uint64_t key = VC_KEY_EMPTY;
+    if (i < n) {
+      const int32_t *s = c + 4 * i;
+      if (vc_site_in_range(s[0], s[1], s[2], s[3])) key = brick_key(s[0], s[1], s[2], s[3]);
+    }
+    const unsigned same = __match_any_sync(0xffffffffu, key);
+    int64_t at = -1;
+    if (key != VC_KEY_EMPTY && lane == __ffs(same) - 1)
+      at = hash_claim(&bt[0].key, sizeof(slot) / sizeof(unsigned long long), bcap, key, brick_start(key, bcap));
+    const unsigned won = __ballot_sync(0xffffffffu, at >= 0);
+    if (lane == 0) wbase[warp] = __popc(won);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      unsigned total = 0;
+      for (int w = 0; w < 8; w++) {
+        const unsigned k = wbase[w];
+        wbase[w] = total, total += k;
+      }
+      base = total ? atomicAdd(count, (unsigned long long)total) : 0;
+    }
+    __syncthreads();
+    if (at >= 0) bt[at].row = (long long)(base + wbase[warp] + __popc(won & ((1u << lane) - 1)));
+    __syncthreads(); /* wbase and base read before the next round writes them */
   }
 }
 
@@ -306,11 +367,111 @@ __global__ static void k_fill_bricks(const int32_t *c, int64_t n, const slot *bt
 
 #define BRICK_LANES 8 /* lanes per row in k_lookup_bricks: each looks up PAIR_COLS / 8 offsets */
 #define BRICK_PER_LANE (PAIR_COLS / BRICK_LANES)
+#define BRICK_NEAR_ROWS 4 /* rows whose probes a lane has in flight at once (brick_rows_near) */
+static_assert(BRICK_LANES == 8, "a row's 8 lanes probe its 2 x 2 x 2 candidate bricks (brick_rows_near)");
+
+/* Fills tile[row][0 .. PAIR_COLS) with the rows of offsets r0 .. r0+PAIR_COLS where the
+ * neighbourhood spans at most 4 cells an axis (reach[1] - reach[0] <= 4: 5 consecutive cells
+ * meet at most 2 bricks of 4), so a row's neighbours lie in its 2 x 2 x 2 candidate bricks
+ * from the brick of its low corner (c + reach[0]) on. Each of a row's 8 lanes probes one
+ * candidate (those past a brick edge the neighbourhood does not cross are skipped), and each
+ * lookup takes its brick's number from the lane that probed it (a shuffle): 8 table walks a
+ * row where a walk a lookup took 27, with the lookup's brick and cell from 4-bit fields
+ * (upk[r]: offset r's step from the low corner; the corner's cell in its brick added, each
+ * field stays below 8). The coordinate range is brick-aligned (VC_COORD_MIN and VC_COORD_MAX
+ * + 1 multiples of 4), so a brick is wholly in range or wholly out: the range check is the
+ * brick's, once a probe. */
+__device__ static void brick_rows_near(const int4 *rc, int64_t n, const int32_t *upk, int K, int r0,
+                                       const int32_t (*reach)[3], const slot *bt, uint64_t bcap, const int32_t *pool,
+                                       int32_t (*tile)[PAIR_COLS + 1]) {
+  const int64_t o0 = (int64_t)blockIdx.x * PAIR_ROWS;
+  const int lane = threadIdx.x % BRICK_LANES, grp = threadIdx.x / BRICK_LANES, src0 = threadIdx.x & 31 & ~7;
+  const int step[3] = {lane & 1, lane >> 1 & 1, lane >> 2}; /* this lane's candidate: + step bricks an axis */
+  for (int row0 = grp; row0 < PAIR_ROWS; row0 += BRICK_NEAR_ROWS * (PAIR_ROWS / BRICK_LANES)) {
+    uint64_t key[BRICK_NEAR_ROWS];
+    uint32_t s0[BRICK_NEAR_ROWS], cell[BRICK_NEAR_ROWS];
+    slot first[BRICK_NEAR_ROWS];
+#pragma unroll
+    for (int i = 0; i < BRICK_NEAR_ROWS; i++) {
+      const int row = row0 + i * (PAIR_ROWS / BRICK_LANES);
+      const int4 c = rc[row];
+      const int64_t lo[3] = {(int64_t)c.y + reach[0][0], (int64_t)c.z + reach[0][1], (int64_t)c.w + reach[0][2]};
+      bool probe = o0 + row < n;
+      uint64_t k = (uint64_t)c.x << 45;
+      cell[i] = 0;
+#pragma unroll
+      for (int a = 0; a < 3; a++) {
+        const int64_t b = ((lo[a] + VC_AXIS_BIAS) >> 2) + step[a];
+        probe = probe && b >= 0 && b < (1 << 15) && (!step[a] || (lo[a] & 3) + reach[1][a] - reach[0][a] >= 4);
+        k |= (uint64_t)(b & 0x7fff) << (30 - 15 * a);
+        cell[i] |= (uint32_t)(lo[a] & 3) << (8 - 4 * a);
+      }
+      key[i] = probe ? k : VC_KEY_EMPTY;
+      s0[i] = (uint32_t)brick_start(key[i], bcap);
+      if (probe) first[i] = bt[s0[i]];
+    }
+#pragma unroll
+    for (int i = 0; i < BRICK_NEAR_ROWS; i++) {
+      const int32_t b = key[i] != VC_KEY_EMPTY ? hash_probe(bt, bcap, key[i], s0[i], first[i]) : -1;
+      const int row = row0 + i * (PAIR_ROWS / BRICK_LANES);
+#pragma unroll
+      for (int j = 0; j < BRICK_PER_LANE; j++) {
+        const int r = r0 + lane + BRICK_LANES * j;
+        const uint32_t p = cell[i] + (uint32_t)upk[min(r, K - 1)];
+        const int src = src0 | (int)((p >> 10 & 1) | (p >> 5 & 2) | (p & 4));
+        const int32_t bb = __shfl_sync(0xffffffffu, b, src);
+        const int local = (int)((p >> 4 & 0x30) | (p >> 2 & 0xc) | (p & 3));
+        tile[row][lane + BRICK_LANES * j] = r < K && bb >= 0 ? pool[(int64_t)bb * BRICK_SITES + local] : -1;
+      }
+    }
+  }
+}
+
+/* The same for any neighbourhood: a brick probe a lookup, BRICK_PER_LANE independent ones a
+ * lane in flight, with the range checked per lookup where the row's neighbourhood leaves it. */
+__device__ static void brick_rows_far(const int4 *rc, int64_t n, const int32_t (*disp)[3], int K, int r0,
+                                      const int32_t (*reach)[3], const slot *bt, uint64_t bcap, const int32_t *pool,
+                                      int32_t (*tile)[PAIR_COLS + 1]) {
+  const int64_t o0 = (int64_t)blockIdx.x * PAIR_ROWS;
+  const int lane = threadIdx.x % BRICK_LANES;
+  for (int row = threadIdx.x / BRICK_LANES; row < PAIR_ROWS; row += PAIR_ROWS / BRICK_LANES) {
+    const int4 c = rc[row];
+    const bool live = o0 + row < n;
+    /* rows whose whole neighbourhood is in range skip the per-lookup check */
+    const bool inside = vc_site_in_range(c.x, (int64_t)c.y + reach[0][0], (int64_t)c.z + reach[0][1],
+                                         (int64_t)c.w + reach[0][2]) &&
+                        vc_site_in_range(c.x, (int64_t)c.y + reach[1][0], (int64_t)c.z + reach[1][1],
+                                         (int64_t)c.w + reach[1][2]);
+    uint64_t key[BRICK_PER_LANE], s0[BRICK_PER_LANE];
+    int local[BRICK_PER_LANE];
+    slot first[BRICK_PER_LANE];
+#pragma unroll
+    for (int i = 0; i < BRICK_PER_LANE; i++) {
+      const int r = r0 + lane + BRICK_LANES * i;
+      key[i] = VC_KEY_EMPTY;
+      if (live && r < K) {
+        const int64_t x = (int64_t)c.y + disp[r][0], y = (int64_t)c.z + disp[r][1], z = (int64_t)c.w + disp[r][2];
+        if (inside || vc_site_in_range(c.x, x, y, z)) key[i] = brick_key(c.x, x, y, z), local[i] = brick_local(x, y, z);
+      }
+      s0[i] = brick_start(key[i], bcap);
+      if (key[i] != VC_KEY_EMPTY) first[i] = bt[s0[i]];
+    }
+#pragma unroll
+    for (int i = 0; i < BRICK_PER_LANE; i++) {
+      int32_t v = -1;
+      if (key[i] != VC_KEY_EMPTY) {
+        const int32_t b = hash_probe(bt, bcap, key[i], s0[i], first[i]);
+        if (b >= 0) v = pool[(int64_t)b * BRICK_SITES + local[i]];
+      }
+      tile[row][lane + BRICK_LANES * i] = v;
+    }
+  }
+}
 
 /* nb, row masks and per-block column counts of a submanifold plan. A block's PAIR_ROWS rows
- * fill the staging tile 32 columns at a time, BRICK_LANES lanes a row and BRICK_PER_LANE
- * independent lookups a lane (brick probe, then pool read), so many rows' loads are in
- * flight at once; the lanes of a row mostly probe the same few bricks (one line each). */
+ * fill the staging tile 32 columns at a time, BRICK_LANES lanes a row, with many rows' loads
+ * in flight at once (brick_rows_near, or brick_rows_far for neighbourhoods wider than 5
+ * cells an axis). */
 __global__ static void __launch_bounds__(PAIR_ROWS) k_lookup_bricks(const uint64_t *keys, int64_t n, vc_geom g,
                                                                     const slot *bt, uint64_t bcap, const int32_t *pool,
                                                                     int32_t *nb, uint32_t *rmask, int W, int32_t *cnt,
@@ -318,48 +479,24 @@ __global__ static void __launch_bounds__(PAIR_ROWS) k_lookup_bricks(const uint64
   __shared__ int32_t tile[PAIR_ROWS][PAIR_COLS + 1];
   __shared__ int4 rc[PAIR_ROWS];
   __shared__ int32_t disp[VC_KERNEL_MAX * VC_KERNEL_MAX * VC_KERNEL_MAX][3];
+  __shared__ int32_t upk[VC_KERNEL_MAX * VC_KERNEL_MAX * VC_KERNEL_MAX]; /* brick_rows_near's steps */
   load_offsets(g, g.K, true, disp);
   int32_t reach[2][3]; /* smallest and largest displacement per axis: offsets 0 and k-1 */
-  for (int a = 0; a < 3; a++) reach[0][a] = -g.pad[a], reach[1][a] = (g.k[a] - 1) * g.d[a] - g.pad[a];
+  bool near = true;
+  for (int a = 0; a < 3; a++) {
+    reach[0][a] = -g.pad[a], reach[1][a] = (g.k[a] - 1) * g.d[a] - g.pad[a];
+    near = near && reach[1][a] - reach[0][a] <= 4;
+  }
+  for (int r = threadIdx.x; near && r < g.K; r += blockDim.x)
+    upk[r] = (disp[r][0] - reach[0][0]) << 8 | (disp[r][1] - reach[0][1]) << 4 | (disp[r][2] - reach[0][2]);
   const int64_t o0 = (int64_t)blockIdx.x * PAIR_ROWS;
   int32_t c[4] = {0, 0, 0, 0};
   if (o0 + threadIdx.x < n) vc_key_unpack(keys[o0 + threadIdx.x], c);
   rc[threadIdx.x] = make_int4(c[0], c[1], c[2], c[3]);
   __syncthreads();
-  const int lane = threadIdx.x % BRICK_LANES;
   for (int r0 = 0; r0 < g.K; r0 += PAIR_COLS) {
-    for (int row = threadIdx.x / BRICK_LANES; row < PAIR_ROWS; row += PAIR_ROWS / BRICK_LANES) {
-      const int4 c = rc[row];
-      const bool live = o0 + row < n;
-      /* rows whose whole neighbourhood is in range skip the per-lookup check */
-      const bool inside = vc_site_in_range(c.x, (int64_t)c.y + reach[0][0], (int64_t)c.z + reach[0][1],
-                                           (int64_t)c.w + reach[0][2]) &&
-                          vc_site_in_range(c.x, (int64_t)c.y + reach[1][0], (int64_t)c.z + reach[1][1],
-                                           (int64_t)c.w + reach[1][2]);
-      uint64_t key[BRICK_PER_LANE], s0[BRICK_PER_LANE];
-      int local[BRICK_PER_LANE];
-      slot first[BRICK_PER_LANE];
-#pragma unroll
-      for (int i = 0; i < BRICK_PER_LANE; i++) {
-        const int r = r0 + lane + BRICK_LANES * i;
-        key[i] = VC_KEY_EMPTY;
-        if (live && r < g.K) {
-          const int64_t x = (int64_t)c.y + disp[r][0], y = (int64_t)c.z + disp[r][1], z = (int64_t)c.w + disp[r][2];
-          if (inside || vc_site_in_range(c.x, x, y, z)) key[i] = brick_key(c.x, x, y, z), local[i] = brick_local(x, y, z);
-        }
-        s0[i] = brick_start(key[i], bcap);
-        if (key[i] != VC_KEY_EMPTY) first[i] = bt[s0[i]];
-      }
-#pragma unroll
-      for (int i = 0; i < BRICK_PER_LANE; i++) {
-        int32_t v = -1;
-        if (key[i] != VC_KEY_EMPTY) {
-          const int32_t b = hash_probe(bt, bcap, key[i], s0[i], first[i]);
-          if (b >= 0) v = pool[(int64_t)b * BRICK_SITES + local[i]];
-        }
-        tile[row][lane + BRICK_LANES * i] = v;
-      }
-    }
+    if (near) brick_rows_near(rc, n, upk, g.K, r0, reach, bt, bcap, pool, tile);
+    else brick_rows_far(rc, n, disp, g.K, r0, reach, bt, bcap, pool, tile);
     __syncthreads();
     emit_columns(tile, n, g.K, r0, W, nb, rmask, cnt, rcnt);
   }
@@ -971,13 +1108,21 @@ static vc_status output_sites(vc_context *ctx, vc_plan *p, const int32_t *coords
 
 /* off[r] = start[r * nblk] for the offsets with lists (r < L), off[L] = their total; where
  * L < K (vc_plan.lists) the centre's n pairs follow, then offset r past it as many as
- * offset K-1-r: the only numbers the host needs. One thread. */
-__global__ static void k_pair_offsets(const int64_t *start, const int32_t *cnt, int64_t nblk, int K, int L, int64_t n,
-                                      int64_t *off) {
-  for (int r = 0; r < L; r++) off[r] = start[(int64_t)r * nblk];
-  off[L] = L > 0 ? start[nblk * L - 1] + cnt[nblk * L - 1] : 0;
-  if (L < K) off[L + 1] = off[L] + n;
-  for (int r = L + 1; r < K; r++) off[r + 1] = off[r] + (off[K - r] - off[K - 1 - r]);
+ * offset K-1-r: the only numbers the host needs. The starts are loaded in parallel and the
+ * running sum kept in shared memory: one thread's chain of global reads after its own
+ * writes took 7.8 us at suite S RES 512, on the build's critical path. */
+__global__ static void __launch_bounds__(256) k_pair_offsets(const int64_t *start, const int32_t *cnt, int64_t nblk,
+                                                             int K, int L, int64_t n, int64_t *off) {
+  __shared__ int64_t o[VC_KERNEL_MAX * VC_KERNEL_MAX * VC_KERNEL_MAX + 1];
+  for (int r = threadIdx.x; r < L; r += blockDim.x) o[r] = start[(int64_t)r * nblk];
+  if (threadIdx.x == 0) o[L] = L > 0 ? start[nblk * L - 1] + cnt[nblk * L - 1] : 0;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    if (L < K) o[L + 1] = o[L] + n;
+    for (int r = L + 1; r < K; r++) o[r + 1] = o[r] + (o[K - r] - o[K - 1 - r]);
+  }
+  __syncthreads();
+  for (int r = threadIdx.x; r <= K; r += blockDim.x) off[r] = o[r];
 }
 
 /* pair_start's rows of the offsets without lists (r >= L, vc_plan.lists), after
@@ -1008,7 +1153,7 @@ static vc_status pair_counts(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, cons
       TRY(scratch_alloc(ctx, t, &tmp, vc_cuda_scan_tmp_bytes(nlist), "pair counts"));
       vc_cuda_scan_exclusive(cnt, cp->pair_start, nlist, tmp, s);
     }
-    k_pair_offsets<<<1, 1, 0, s>>>(cp->pair_start, cnt, nblk, K, p->lists, p->n_out, cp->offsets_dev);
+    k_pair_offsets<<<1, 256, 0, s>>>(cp->pair_start, cnt, nblk, K, p->lists, p->n_out, cp->offsets_dev);
     if (p->lists < K)
       k_mirror_starts<<<vc_grid((K - p->lists) * nblk), 256, 0, s>>>(cp->pair_start, cp->offsets_dev, nblk, K,
                                                                      p->lists, p->n_out);
