@@ -332,6 +332,7 @@ static void test_kmap_inverse(void) { kmap_strided(VC_CONV_INVERSE, 4, kmap_n())
 static void test_kmap_transposed(void) { kmap_strided(VC_CONV_TRANSPOSED, 5, kmap_n() / 3); }
 
 static void bad_sites_for(vc_conv_kind kind, int64_t n);
+static void kmap_edges(int k, int dil, int32_t batches);
 
 /* Hash tables and kernels spanning many blocks. */
 static void test_kmap_large(void) {
@@ -342,6 +343,7 @@ static void test_kmap_large(void) {
   kmap_check(VC_CONV_SUBMANIFOLD, 3, 1, 1, false, 600000, 2);
   kmap_check(VC_CONV_SUBMANIFOLD, 5, 1, 3, true, 550000, 3);
   bad_sites_for(VC_CONV_SUBMANIFOLD, 600000);
+  kmap_edges(3, 1, 4096); /* 566 k sites: bricks */
   kmap_check(VC_CONV_SPARSE, 2, 2, 1, false, 200000, 2);
   kmap_check(VC_CONV_INVERSE, 3, 2, 1, false, 100000, 2);
   kmap_check(VC_CONV_TRANSPOSED, 3, 2, 1, false, 50000, 2);
@@ -368,6 +370,47 @@ static void test_kmap_isolated_sites(void) {
     pair_free(&pp);
   }
   free(c);
+}
+
+/* Submanifold sites packed against the faces of the coordinate range: neighbours past a
+ * face do not exist. Each batch fills about 64 % of a 6 x 6 x 6 box (a fixed LCG), its cells
+ * on each axis, by the batch's bits, the 6 lowest, the 6 highest, the 3 lowest and the 3
+ * highest (so a lookup wrapping around the range would find sites), or -3 .. 2 (an inner
+ * brick edge). On bricks (past 2^19 sites, or every size with -DVC_BRICK_MIN_SITES=0) the
+ * lookups decide that a brick at a time, since the range is brick-aligned; the site table
+ * a lookup at a time. */
+static void kmap_edges(int k, int dil, int32_t batches) {
+  int32_t *c = malloc((size_t)batches * 216 * 4 * sizeof *c);
+  int64_t n = 0;
+  uint32_t rng = 12345u;
+  for (int32_t b = 0; b < batches; b++)
+    for (int i = 0; i < 216; i++) {
+      rng = rng * 1664525u + 1013904223u;
+      if (rng >> 24 >= 164) continue; /* 164 / 256: 64 % */
+      int32_t *r = c + 4 * n++;
+      r[0] = b;
+      for (int a = 0, cell = i; a < 3; a++, cell /= 6) {
+        const int x = cell % 6;
+        switch (b >> (2 * a) & 3) {
+        case 0: r[1 + a] = VC_COORD_MIN + x; break;
+        case 1: r[1 + a] = VC_COORD_MAX - 5 + x; break;
+        case 2: r[1 + a] = x < 3 ? VC_COORD_MIN + x : VC_COORD_MAX - 5 + x; break;
+        default: r[1 + a] = x - 3;
+        }
+      }
+    }
+  vc_conv_desc d;
+  vc_conv_desc_init(&d, VC_CONV_SUBMANIFOLD, k, 1, -1, dil);
+  plan_pair pp;
+  if (pair_build(&pp, g_gpu, &d, c, n)) compare_plans(g_gpu, pp.cpu, pp.gpu, pp.what);
+  pair_free(&pp);
+  free(c);
+}
+
+/* Small: 3x3x3 and 5x5x5 (one chunk of offsets, and four), dilation 1 and 2. */
+static void test_kmap_edges(void) {
+  for (int k = 3; k <= 5; k += 2)
+    for (int dil = 1; dil <= 2; dil++) kmap_edges(k, dil, 64);
 }
 
 /* The CPU and the GPU must reject the input with the same status, and the GPU's message must
@@ -1901,6 +1944,7 @@ static const vc_test_case cases[] = {
     {"kmap_transposed", test_kmap_transposed},
     {"kmap_bad_coords", test_kmap_bad_coords},
     {"kmap_isolated_sites", test_kmap_isolated_sites},
+    {"kmap_edges", test_kmap_edges},
     {"kmap_large", test_kmap_large},
     {"conv_submanifold", test_conv_submanifold},
     {"conv_sparse", test_conv_sparse},
