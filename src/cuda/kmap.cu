@@ -371,12 +371,12 @@ __global__ static void k_fill_bricks(const int32_t *c, int64_t n, const slot *bt
 static_assert(BRICK_LANES == 8, "a row's 8 lanes probe its 2 x 2 x 2 candidate bricks (brick_rows_near)");
 
 /* Fills tile[row][0 .. PAIR_COLS) with the rows of offsets r0 .. r0+PAIR_COLS where the
- * neighbourhood spans at most 4 cells an axis (reach[1] - reach[0] <= 4: 5 consecutive cells
+ * neighbourhood spans at most 5 cells an axis (reach[1] - reach[0] <= 4; 5 consecutive cells
  * meet at most 2 bricks of 4), so a row's neighbours lie in its 2 x 2 x 2 candidate bricks
  * from the brick of its low corner (c + reach[0]) on. Each of a row's 8 lanes probes one
  * candidate (those past a brick edge the neighbourhood does not cross are skipped), and each
- * lookup takes its brick's number from the lane that probed it (a shuffle): 8 table walks a
- * row where a walk a lookup took 27, with the lookup's brick and cell from 4-bit fields
+ * lookup takes its brick's number from the lane that probed it (a shuffle): at most 8 table
+ * walks a row where a walk a lookup took 27, with the lookup's brick and cell from 4-bit fields
  * (upk[r]: offset r's step from the low corner; the corner's cell in its brick added, each
  * field stays below 8). The coordinate range is brick-aligned (VC_COORD_MIN and VC_COORD_MAX
  * + 1 multiples of 4), so a brick is wholly in range or wholly out: the range check is the
@@ -958,7 +958,7 @@ static uint64_t table_capacity(int64_t n) {
 }
 
 /* Temporary device memory of one plan build, released on every path. */
-#define SCRATCH_MAX 16 /* a build takes at most 12 (a strided plan's) */
+#define SCRATCH_MAX 16 /* a build takes at most 13 (a strided plan's) */
 
 typedef struct scratch {
   void *p[SCRATCH_MAX];

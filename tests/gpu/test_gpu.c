@@ -407,7 +407,8 @@ static void kmap_edges(int k, int dil, int32_t batches) {
   free(c);
 }
 
-/* Small: 3x3x3 and 5x5x5 (one chunk of offsets, and four), dilation 1 and 2. */
+/* Small: 3x3x3 and 5x5x5 (the row kernels take a 125-offset map in four chunks of 32),
+ * dilation 1 and 2; the site table, or bricks with -DVC_BRICK_MIN_SITES=0. */
 static void test_kmap_edges(void) {
   for (int k = 3; k <= 5; k += 2)
     for (int dil = 1; dil <= 2; dil++) kmap_edges(k, dil, 64);
