@@ -206,8 +206,8 @@ vc_status vc_cuda_out_coords(const vc_plan *p, int32_t *dst, cudaStream_t s);
 /* The regrouped order of plan p, the map's headers in it, and its block masks and tile
  * order (NULL where p has no tile order; see vc_cuda_plan), built on stream s by the first
  * call that asks (later calls on other streams wait for it there), from windows of 8192
- * rows where that call says `large`, else of 2048; VC_OK with *order NULL where the plan has none or s is capturing a
- * graph. */
+ * rows where that call says `large`, else of 2048; VC_OK with *order NULL where the plan
+ * has none or s is capturing a graph. */
 vc_status vc_cuda_plan_groups(vc_context *ctx, const vc_plan *p, cudaStream_t s, bool large, const int32_t **order,
                               const uint2 **hdr, const uint32_t **blk, const int32_t **tile);
 /* The rows a window of p's regrouped order, once a call has built it (2048 or 8192), else 0:

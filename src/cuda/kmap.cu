@@ -164,13 +164,17 @@ static_assert(PAIR_COLS == 32, "a staged chunk of columns is one word of the map
 /* Where all K <= 32 columns fit one chunk, a block's rows of nb are one contiguous run
  * (16-byte aligned: PAIR_ROWS * K words from an aligned base), read and written 16 bytes a
  * thread. Word e of the run is (row e / K, column e % K): the quotient by a multiply and a
- * shift (run_row; with m = ceil(2^19 / K) the error is below e / 2^19 < 1/64 <= 1/K for
+ * shift (run_word; with m = ceil(2^19 / K) the error is below e / 2^19 < 1/64 <= 1/K for
  * e < 2^13 and K <= 32, and e m < 2^32), since a division a word cost more instructions
  * than the loads. (k_write_pairs took 96-98 us at suite S RES 512 so, 150 us with a warp a
  * row instead: bench/NOTES.md, session 45.) */
-static_assert(PAIR_ROWS * PAIR_COLS <= 8192, "run_div is exact below 2^13");
+static_assert(PAIR_ROWS * PAIR_COLS <= 8192, "run_word's row is exact below 2^13");
 __device__ static inline uint32_t run_div(int K) { return ((1u << 19) + (uint32_t)K - 1) / (uint32_t)K; }
-__device__ static inline int run_row(int e, uint32_t m) { return (int)(((uint32_t)e * m) >> 19); }
+/* The tile's word for word e of a run (m = run_div(K)). */
+__device__ static inline int32_t &run_word(int32_t (*tile)[PAIR_COLS + 1], int e, int K, uint32_t m) {
+  const int row = (int)(((uint32_t)e * m) >> 19);
+  return tile[row][e - row * K];
+}
 
 /* Stages nb[rows of block b, r0 .. r0+PAIR_COLS) in shared memory (rows past n_out read as
  * -1; columns past K are left alone, no caller reads them): one contiguous run where the
@@ -191,15 +195,9 @@ __device__ static void stage_columns(const int32_t *nb, int64_t n_out, int K, in
       } else {
         for (int e = 0; e < 4; e++) v[e] = i * 4 + e < total ? nb[o0 * K + i * 4 + e] : -1;
       }
-      for (int e = 0; e < 4 && i * 4 + e < total; e++) {
-        const int row = run_row(i * 4 + e, m);
-        tile[row][i * 4 + e - row * K] = v[e];
-      }
+      for (int e = 0; e < 4 && i * 4 + e < total; e++) run_word(tile, i * 4 + e, K, m) = v[e];
     }
-    for (int i = threadIdx.x; i < (PAIR_ROWS - rows) * K; i += blockDim.x) {
-      const int row = run_row(i, m);
-      tile[rows + row][i - row * K] = -1;
-    }
+    for (int i = threadIdx.x; i < (PAIR_ROWS - rows) * K; i += blockDim.x) run_word(tile + rows, i, K, m) = -1;
   } else {
 #pragma unroll 4
     for (int row = warp; row < PAIR_ROWS; row += nwarps)
@@ -235,10 +233,7 @@ __device__ static void emit_columns(int32_t (*tile)[PAIR_COLS + 1], int64_t n_ou
     int4 *dst = (int4 *)(nb + o0 * K);
     for (int i = threadIdx.x; i * 4 < total; i += blockDim.x) {
       int32_t v[4];
-      for (int e = 0; e < 4; e++) {
-        const int row = run_row(i * 4 + e, m);
-        v[e] = tile[row][i * 4 + e - row * K];
-      }
+      for (int e = 0; e < 4; e++) v[e] = run_word(tile, i * 4 + e, K, m);
       if (i * 4 + 3 < total) dst[i] = make_int4(v[0], v[1], v[2], v[3]);
       else
         for (int e = 0; e < 4 && i * 4 + e < total; e++) nb[o0 * K + i * 4 + e] = v[e];
@@ -316,11 +311,12 @@ __device__ static inline uint64_t brick_start(uint64_t key, uint64_t cap) {
  * brick leave it to the lowest of them (rows in scan order share bricks, and their atomics
  * on one slot serialise), and a block's new bricks take their numbers with one atomic on
  * the count (ranks from ballots, warp bases from shared memory), where each took one on
- * that one address. The loop is uniform across the block (blockDim.x == 256): every lane
- * reaches the match, the ballots and the barriers. */
-__global__ static void __launch_bounds__(256) k_claim_bricks(const int32_t *c, int64_t n, slot *bt, uint64_t bcap,
-                                                             unsigned long long *count) {
-  __shared__ unsigned wbase[8];
+ * that one address. The loop is uniform across the block: every lane reaches the match, the
+ * ballots and the barriers. */
+#define CLAIM_THREADS 256
+__global__ static void __launch_bounds__(CLAIM_THREADS) k_claim_bricks(const int32_t *c, int64_t n, slot *bt,
+                                                                       uint64_t bcap, unsigned long long *count) {
+  __shared__ unsigned wbase[CLAIM_THREADS / 32];
   __shared__ unsigned long long base;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   for (int64_t i0 = (int64_t)blockIdx.x * blockDim.x; i0 < n; i0 += (int64_t)gridDim.x * blockDim.x) {
@@ -339,7 +335,7 @@ __global__ static void __launch_bounds__(256) k_claim_bricks(const int32_t *c, i
     __syncthreads();
     if (threadIdx.x == 0) {
       unsigned total = 0;
-      for (int w = 0; w < 8; w++) {
+      for (int w = 0; w < CLAIM_THREADS / 32; w++) {
         const unsigned k = wbase[w];
         wbase[w] = total, total += k;
       }
@@ -396,17 +392,16 @@ __device__ static void brick_rows_near(const int4 *rc, int64_t n, const int32_t 
       const int row = row0 + i * (PAIR_ROWS / BRICK_LANES);
       const int4 c = rc[row];
       const int64_t lo[3] = {(int64_t)c.y + reach[0][0], (int64_t)c.z + reach[0][1], (int64_t)c.w + reach[0][2]};
+      int64_t q[3]; /* a cell of this lane's candidate brick */
       bool probe = o0 + row < n;
-      uint64_t k = (uint64_t)c.x << 45;
       cell[i] = 0;
 #pragma unroll
       for (int a = 0; a < 3; a++) {
-        const int64_t b = ((lo[a] + VC_AXIS_BIAS) >> 2) + step[a];
-        probe = probe && b >= 0 && b < (1 << 15) && (!step[a] || (lo[a] & 3) + reach[1][a] - reach[0][a] >= 4);
-        k |= (uint64_t)(b & 0x7fff) << (30 - 15 * a);
+        q[a] = lo[a] + 4 * step[a];
+        probe = probe && (!step[a] || (lo[a] & 3) + reach[1][a] - reach[0][a] >= 4);
         cell[i] |= (uint32_t)(lo[a] & 3) << (8 - 4 * a);
       }
-      key[i] = probe ? k : VC_KEY_EMPTY;
+      key[i] = probe && vc_site_in_range(c.x, q[0], q[1], q[2]) ? brick_key(c.x, q[0], q[1], q[2]) : VC_KEY_EMPTY;
       s0[i] = (uint32_t)brick_start(key[i], bcap);
       if (probe) first[i] = bt[s0[i]];
     }
@@ -515,12 +510,11 @@ __global__ static void __launch_bounds__(PAIR_ROWS) k_row_stats(const int32_t *n
 
 /* Writes the pairs of (column r < cols, block b) from start[r * nblk + b] on, in row order:
  * one warp per column, ranks from ballots (cols 0: none, start unread). pin or pout NULL:
- * that list is skipped. Where
- * nbl is non-NULL, also the neighbour map's entries (cuda_internal.h, VC_MAP_WORDS), which
- * the plan keeps in row order: row o's from rstart[o] on, a warp a row (lanes over the
- * staged columns). So the build reads the table once for both (a pass of its own over the
- * table, in the plan's order, took the build 1.84 -> 2.30 ms at 4 M rows; bench/NOTES.md,
- * session 44). */
+ * that list is skipped. Where nbl is non-NULL, also the neighbour map's entries
+ * (cuda_internal.h, VC_MAP_WORDS), which the plan keeps in row order: row o's from
+ * rstart[o] on, a warp a row (lanes over the staged columns). So the build reads the table
+ * once for both (a pass of its own over the table, in the plan's order, took the build
+ * 1.84 -> 2.30 ms at 4 M rows; bench/NOTES.md, session 44). */
 __global__ static void k_write_pairs(const int32_t *nb, int64_t n_out, int K, int cols, const int64_t *start,
                                      int32_t *pin, int32_t *pout, const int64_t *rstart, int32_t *nbl) {
   __shared__ int32_t tile[PAIR_ROWS][PAIR_COLS + 1];
@@ -534,7 +528,7 @@ __global__ static void k_write_pairs(const int32_t *nb, int64_t n_out, int K, in
     stage_columns(nb, n_out, K, r0, tile); /* its barrier also publishes next[] */
     if (nbl)
       for (int row = warp; row < rows; row += nwarps) {
-        const int32_t v = r0 + lane < K && lane < PAIR_COLS ? tile[row][lane] : -1;
+        const int32_t v = r0 + lane < K ? tile[row][lane] : -1;
         const uint32_t bal = __ballot_sync(0xffffffffu, v >= 0);
         /* lane 0 alone reads and writes the row's next entry: a read by every lane before
          * lane 0's write is ordered only where the warp runs converged */
@@ -1041,7 +1035,7 @@ static vc_status hash_bricks(vc_context *ctx, const int32_t *coords, int64_t n, 
   VC_CUDA_TRY(ctx, cudaMemsetAsync(*table, 0xff, *cap * sizeof(slot), s));
   VC_CUDA_TRY(ctx, cudaMemsetAsync(flags + 2, 0, sizeof *flags, s));
   k_check_pack<<<vc_grid(n), 256, 0, s>>>(coords, n, keys, flags);
-  k_claim_bricks<<<vc_grid(n), 256, 0, s>>>(coords, n, *table, *cap, flags + 2);
+  k_claim_bricks<<<vc_grid(n), CLAIM_THREADS, 0, s>>>(coords, n, *table, *cap, flags + 2);
   VC_CUDA_TRY(ctx, cudaGetLastError());
   unsigned long long h[3]; /* input range, (duplicates: not yet), brick count */
   VC_CUDA_TRY(ctx, cudaMemcpyAsync(h, flags, sizeof h, cudaMemcpyDeviceToHost, s));

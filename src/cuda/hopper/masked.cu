@@ -623,14 +623,14 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
   extern __shared__ __align__(16) uint8_t mk_smem[];
   /* the producers' per-unit tables (map headers, active offsets, their gather rows), two of
    * each: the unit's and the next unit's, or each pipeline's */
-  __shared__ uint2 hdrs[2][MK_BM]; /* map headers (K <= 32): the unit's and the next's, or each pipeline's next's */
+  __shared__ uint2 hdrs[2][MK_BM]; /* K <= 32; two pipelines: each one's next unit's */
   __shared__ int16_t act[2][MAX_K];
   __shared__ __align__(16) int32_t gtab[2][MK_GTAB * GTAB_STRIDE(MK_BM)];
   __shared__ int n_act[2], last[2];
   __shared__ int64_t um0[2]; /* K > 32: the unit's first row, by table buffer */
   __shared__ float sbias[2][256]; /* the unit's bias columns, by unit parity (each pipeline's half) */
   __shared__ int32_t wsum[32];
-  __shared__ uint32_t nblk[2][2];   /* two pipelines: each one's next unit's mask-block words (mk_pre_copy) */
+  __shared__ uint32_t nblk[2][2];   /* two pipelines: each one's next unit's mask-block words */
   /* gather table u (GT(u)) is gtab[u], or in the pairs form (tiles of one offset) row u of
    * gtab[0]; the pairs form's tile table, published by hp_ring_init's barrier, takes the
    * space after those two rows, up to its epilogue's staging (MK_RS_AT) */
@@ -682,7 +682,7 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
     int na = 0;    /* the unit's active offsets */
     int ub = pipe; /* its table buffer */
     /* two pipelines: each unit's tables from mk_pre_copy's headers and words (tpp == MK_BM).
-     * Their K is at most MK_GTAB (mk_pipes; vc_cuda_masked_run refuses more): the buffer of a
+     * Their K is at most MK_GTAB (mk_pipes gives larger maps one pipeline): the buffer of a
      * unit's headers takes the next unit's while its stages run, which read none. (Testing
      * MK_GTAB here instead of 32 changed the two-pipeline kernels' code, unmeasured.) */
     const bool pre_ok = pipes == 2 && !pairs && p.K <= 32;
@@ -1119,13 +1119,14 @@ static mk_shape mk_shape_of(const vc_cuda_state *cs, int64_t rows, int64_t n_col
   return sh;
 }
 
-/* Pipelines a CTA (mk_body): one for maps of more than MK_GTAB offsets (a two-pipeline
- * unit's gather table holds all its offsets, so its stages read no map headers, whose
- * buffer then takes the next unit's: mk_tables_pre); else for 64-wide tiles of 128-byte
- * stages (the only shape with a two-pipeline kernel) VOXCONV_MASKED_PIPES's, else two
- * where a call deals at least MK_PIPES_UNITS units a multiprocessor. There a unit is short
- * (RES 1024 of suite S, C = 64: ~16 stages) and its set-up and epilogue, which wait on
- * global loads and stores, are a large share of it: with two pipelines each one's waits overlap the other's stages.
+/* Pipelines a CTA (mk_body): one for maps of more than MK_GTAB offsets, always, whatever
+ * VOXCONV_MASKED_PIPES says (a two-pipeline unit's gather table must hold all its offsets,
+ * so that its stages read no map headers and their buffer can take the next unit's:
+ * mk_tables_pre); else for 64-wide tiles of 128-byte stages (the only shape with a
+ * two-pipeline kernel) VOXCONV_MASKED_PIPES's, else two where a call deals at least
+ * MK_PIPES_UNITS units a multiprocessor. There a unit is short (RES 1024 of suite S, C =
+ * 64: ~16 stages) and its set-up and epilogue, which wait on global loads and stores, are a
+ * large share of it: with two pipelines each one's waits overlap the other's stages.
  * Measured (bench/NOTES.md, session 17): RES 1024 forward 2.00 -> 1.88 ms; with every tile
  * of at most 128 columns on two pipelines RES 512 (128-wide tiles, 3 stages a pipeline) and
  * suite L ran slower; BN 64 on two pipelines at RES 512 and 256 (session 18) 50-65 %
@@ -1519,8 +1520,6 @@ vc_status vc_cuda_masked_run(vc_context *ctx, const vc_plan *p, const imp_args &
   const int kb = mk_kb(q.c_red, q.dt);
   const int64_t units = sh.tiles * sh.nsplit;
   const int pipes = mk_pipes(cs, bn, kb, q.K, units);
-  if (pipes == 2 && q.K > MK_GTAB) /* mk_body's two pipelines reuse a unit's header buffer */
-    return vc_fail(ctx, VC_ERR_INTERNAL, "voxconv: two masked pipelines for %d offsets", q.K);
   const int64_t per_pipes = (units + pipes - 1) / pipes, grid = per_pipes < cs->n_sm ? per_pipes : cs->n_sm;
   if (!vc_cuda_tile_order_used(units, cs->n_sm)) q.tile_order = NULL;
   mk_kernels[pipes - 1][sh.v][kb == 64][q.mode == MODE_DGRAD][vc_cuda_dt_index(q.dt)]<<<
