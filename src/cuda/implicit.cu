@@ -66,8 +66,8 @@ typedef struct load_state {
 } load_state;
 
 __device__ static __forceinline__ void tc_load_stage(const imp_args &p, const tile_pos &t, const int16_t *act,
-                                     const int32_t *gtab, int n_act, int it, uint16_t *sA, uint16_t *sB,
-                                     load_state &st) {
+                                     const int32_t *gtab, const int32_t *rowid, int n_act, int it, uint16_t *sA,
+                                     uint16_t *sB, load_state &st) {
   const uint16_t *a_src = (const uint16_t *)p.a_src, *b_src = (const uint16_t *)p.b_src;
   const uint16_t *w = (const uint16_t *)p.w;
   if (p.mode == MODE_WGRAD) {
@@ -90,7 +90,7 @@ __device__ static __forceinline__ void tc_load_stage(const imp_args &p, const ti
 #pragma unroll
       for (int h = 0; h < 2; h++) {
         const int c = threadIdx.x + h * TC_THREADS;
-        const int32_t row = gather_row(p, t.m0, gtab, n_act, TC_BM, a, col, c / 4);
+        const int32_t row = gather_row(p, t.m0, gtab, rowid, n_act, TC_BM, a, col, c / 4);
         st.ca[h] = row >= 0 ? (uint32_t)(((int64_t)row * p.c_red) / 8 + c % 4) : NONE;
         if (p.mode == MODE_FWD) { /* B[n][k] = w[co = n0+n][r][ci = k0+k]: k contiguous */
           const int64_t co = t.n0 + c / 4;
@@ -121,7 +121,7 @@ __device__ static __forceinline__ void tc_load_stage(const imp_args &p, const ti
     const int c = threadIdx.x + h * TC_THREADS; /* one of 512 16-byte chunks per operand */
     { /* A: [128 rows][BK contiguous], rows gathered through the map (gtab) */
       const int m = c / 4, q = c % 4;
-      const int32_t row = gather_row(p, t.m0, gtab, n_act, TC_BM, a, col, m);
+      const int32_t row = gather_row(p, t.m0, gtab, rowid, n_act, TC_BM, a, col, m);
       load8(sA + m * (TC_BK + TC_PAD) + q * 8, a_src + (int64_t)max(row, 0) * p.c_red + k0 + q * 8, row >= 0,
             k0 + q * 8, p.c_red, p.fast, a_src);
     }
@@ -225,7 +225,7 @@ __device__ static __forceinline__ void tc_body(const imp_args &args, const int m
   st.a = -1;
 #pragma unroll
   for (int s = 0; s < TC_STAGES - 1; s++) {
-    if (s < t.n_it) tc_load_stage(p, t, act, gtab, n_act, s, sA + s * TC_TILE_ELEMS, sB + s * TC_TILE_ELEMS, st);
+    if (s < t.n_it) tc_load_stage(p, t, act, gtab, rowid, n_act, s, sA + s * TC_TILE_ELEMS, sB + s * TC_TILE_ELEMS, st);
     vc_cp_async_commit();
   }
   for (int it = 0; it < t.n_it; it++) {
@@ -233,7 +233,7 @@ __device__ static __forceinline__ void tc_body(const imp_args &args, const int m
     __syncthreads();     /* ... for every thread, and stage it-1 is no longer read */
     const int nxt = it + TC_STAGES - 1;
     if (nxt < t.n_it)
-      tc_load_stage(p, t, act, gtab, n_act, nxt, sA + (nxt % TC_STAGES) * TC_TILE_ELEMS,
+      tc_load_stage(p, t, act, gtab, rowid, n_act, nxt, sA + (nxt % TC_STAGES) * TC_TILE_ELEMS,
                     sB + (nxt % TC_STAGES) * TC_TILE_ELEMS, st);
     vc_cp_async_commit();
     /* A warp whose 64 rows all miss this offset has nothing to add: one uniform branch
@@ -304,7 +304,8 @@ __device__ static inline float ld_or0(const float *src, bool ok) { return ok ? *
  * first puts its pairs' rows in sidx (lists: its output and input rows, vc_list_row; -1 past
  * the tile's pairs), one thread an entry, then every element reads them there. */
 __device__ static __forceinline__ void ff_load(const imp_args &p, const tile_pos &t, const int16_t *act,
-                               const int32_t *gtab, int n_act, int it, const int32_t *const *lists,
+                               const int32_t *gtab, const int32_t *rowid, int n_act, int it,
+                               const int32_t *const *lists,
                                int32_t (*sidx)[FF_BK], float (*sA)[FF_BM], float (*sB)[FF_BN]) {
   const float *a_src = (const float *)p.a_src, *b_src = (const float *)p.b_src, *w = (const float *)p.w;
   if (p.mode == MODE_WGRAD) {
@@ -328,7 +329,7 @@ __device__ static __forceinline__ void ff_load(const imp_args &p, const tile_pos
     const int64_t k0 = (int64_t)(it % t.nkc) * FF_BK;
     { /* A: m-major element order, coalesced along k */
       const int m = e / FF_BK, k = e % FF_BK;
-      const int32_t row = gather_row(p, t.m0, gtab, n_act, FF_BM, a, col, m);
+      const int32_t row = gather_row(p, t.m0, gtab, rowid, n_act, FF_BM, a, col, m);
       sA[k][m] = ld_or0(a_src + (row >= 0 ? (int64_t)row * p.c_red + k0 + k : 0), row >= 0 && k0 + k < p.c_red);
     }
     if (p.mode == MODE_FWD) {
@@ -361,7 +362,7 @@ __global__ void __launch_bounds__(FF_THREADS, 5) k_implicit_ffma(const imp_args 
   float acc[4][4] = {{0}};
   for (int it = 0; it < t.n_it; it++) {
     __syncthreads();
-    ff_load(p, t, act, gtab, n_act, it, lists, sidx, sA, sB);
+    ff_load(p, t, act, gtab, rowid, n_act, it, lists, sidx, sA, sB);
     __syncthreads();
 #pragma unroll
     for (int k = 0; k < FF_BK; k++)
@@ -434,6 +435,7 @@ imp_args imp_shape(const vc_plan *p, const vc_conv_args *a, vc_pass pass) {
   q.mode = pass == VC_PASS_FORWARD ? MODE_FWD : pass == VC_PASS_BACKWARD_DATA ? MODE_DGRAD : MODE_WGRAD;
   q.dt = a->dtype, q.K = p->kvol, q.ci = a->in_channels, q.co = a->out_channels, q.lists = p->lists;
   q.pin = p->pair_in, q.pout = p->pair_out;
+  q.centre = -1; /* no map yet (vc_cuda_implicit_run sets it with hdr) */
   if (q.mode == MODE_FWD) q.rows = p->n_out, q.n_cols = q.co, q.c_red = q.ci;
   else if (q.mode == MODE_DGRAD) q.rows = p->n_in, q.n_cols = q.ci, q.c_red = q.co;
   return q;
@@ -455,6 +457,7 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
   q.offsets = cp->offsets_dev;
   if (q.mode == MODE_FWD) {
     q.order = cp->order, q.blk_mask = cp->blk_mask, q.tile_order = cp->tile_order, q.hdr = cp->hdr, q.nbl = cp->nbl;
+    q.centre = cp->centre;
     q.a_src = in0, q.bias = in2, q.out = out0;
   } else if (q.mode == MODE_DGRAD) {
     /* Submanifold: the map's column K-1-r is the output that input q meets through offset
@@ -462,6 +465,7 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
     q.order = subm ? cp->order : NULL, q.blk_mask = subm ? cp->blk_mask : NULL;
     q.tile_order = subm ? cp->tile_order : NULL;
     q.hdr = subm ? cp->hdr : cp->hdr_t, q.nbl = subm ? cp->nbl : cp->nbl_t, q.flip = subm;
+    q.centre = subm ? cp->centre : -1; /* the reverse map keeps every entry */
     q.a_src = in0, q.out = out0;
   } else {
     q.a_src = in1, q.b_src = in0, q.out = w.acc ? w.acc : out0;
@@ -488,6 +492,7 @@ extern "C" vc_status vc_cuda_implicit_run(vc_context *ctx, const vc_plan *p, con
   }
   if (q.mode == MODE_WGRAD && use_masked && vc_aligned16(ws)) {
     q.order = cp->order, q.blk_mask = cp->blk_mask, q.hdr = cp->hdr, q.nbl = cp->nbl; /* the rows form's */
+    q.centre = cp->centre;
     q.pair_start = cp->pair_start;                                   /* chunks by row range */
     return vc_cuda_masked_wgrad_run(ctx, p, a, q, variant, out0, out1, ws, s);
   } else if (q.mode == MODE_WGRAD) {

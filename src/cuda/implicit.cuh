@@ -29,6 +29,7 @@ typedef struct imp_args {
   const int32_t *tile_order;            /* the order's tile order (masked), or NULL: in row order */
   const uint2 *hdr;                     /* the neighbour map over the positions of `order` */
   const int32_t *nbl;                   /* (vc_cuda_plan.hdr, nbl): map_at */
+  int centre;                           /* the map's column without entries, or -1 (vc_cuda_plan) */
   const void *a_src, *b_src, *w, *bias;
   const void *b_lo; /* wgrad in tf32: the bf16 lo half of b_src, x's split (hopper/wgrad.cu) */
   void *out;
@@ -145,35 +146,42 @@ __device__ static __forceinline__ int tile_offsets(const imp_args &p, int64_t m0
   return n;
 }
 
-/* The index in the map's entries (p.nbl) of position q of `order` through map column col,
- * or -1 (no neighbour, or q past the rows). */
+/* The index in the map's entries (p.nbl) of position q of `order` through map column col
+ * (not the centre), or -1 (no neighbour, or q past the rows). */
 __device__ static __forceinline__ int64_t map_index(const imp_args &p, int64_t q, int col) {
   return q < p.rows ? vc_map_index(p.hdr, p.K, q, col) : -1;
 }
 
-/* The input row that position q of `order` meets through map column col, or -1. */
-__device__ static __forceinline__ int32_t map_at(const imp_args &p, int64_t q, int col) {
+/* The input row that position q of `order` meets through map column col, not the centre,
+ * or -1. */
+__device__ static __forceinline__ int32_t map_entry(const imp_args &p, int64_t q, int col) {
   const int64_t at = map_index(p, q, col);
   return at >= 0 ? __ldg(p.nbl + at) : -1;
 }
 
+/* The same for any column (the centre: the row itself, the order's). */
+__device__ static __forceinline__ int32_t map_at(const imp_args &p, int64_t q, int col) {
+  return col == p.centre ? order_row(p, q) : map_entry(p, q, col);
+}
+
 /* gtab[a][m] = the input row that row m0 + m meets through offset act[a], or -1 (n_act <=
- * GTAB_OFFSETS). Consecutive threads walk one row's offsets; 8 header loads in flight a
- * thread, then their 8 entry loads. */
+ * GTAB_OFFSETS); the centre's is the row itself (rowid, the tile's rows: tile_rows).
+ * Consecutive threads walk one row's offsets; 8 header loads in flight a thread, then their
+ * 8 entry loads. */
 __device__ static __forceinline__ void tile_gtab(const imp_args &p, int64_t m0, const int16_t *act, int n_act,
-                                                 int bm, int32_t *gtab, int tid, int nthr) {
+                                                 int bm, const int32_t *rowid, int32_t *gtab, int tid, int nthr) {
   const int total = n_act * bm;
   for (int i0 = tid; i0 < total; i0 += 8 * nthr) {
     int32_t v[8];
 #pragma unroll
     for (int x = 0; x < 8; x++) {
       const int i = i0 + x * nthr, m = i / n_act, a = i - m * n_act;
-      v[x] = i < total ? map_at(p, m0 + m, act[a]) : -1;
+      v[x] = i < total && act[a] != p.centre ? map_entry(p, m0 + m, act[a]) : -1;
     }
 #pragma unroll
     for (int x = 0; x < 8; x++) {
       const int i = i0 + x * nthr, m = i / n_act, a = i - m * n_act;
-      if (i < total) gtab[a * GTAB_STRIDE(bm) + m] = v[x];
+      if (i < total) gtab[a * GTAB_STRIDE(bm) + m] = act[a] == p.centre ? rowid[m] : v[x];
     }
   }
 }
@@ -207,7 +215,7 @@ __device__ static __forceinline__ tile_pos tile_setup(const imp_args &p, int bm,
   if (threadIdx.x == 0) *n_act = tile_offsets(p, t.m0, bm, act);
   __syncthreads();
   if (*n_act <= GTAB_OFFSETS) {
-    tile_gtab(p, t.m0, act, *n_act, bm, gtab, threadIdx.x, blockDim.x);
+    tile_gtab(p, t.m0, act, *n_act, bm, rowid, gtab, threadIdx.x, blockDim.x);
     __syncthreads();
     /* live16[a] bit b: some row of the 16-row block b meets offset a; Gray-ordered rows
      * share masks, so whole blocks are often empty and their MMAs are skipped. */
@@ -226,11 +234,11 @@ __device__ static __forceinline__ tile_pos tile_setup(const imp_args &p, int bm,
 }
 
 /* The input row that row m of the tile at m0 meets through the a-th active offset (column
- * col). */
-__device__ static __forceinline__ int32_t gather_row(const imp_args &p, int64_t m0, const int32_t *gtab, int n_act,
-                                                     int bm, int a, int col, int m) {
+ * col): from gtab, or the map (the centre: the tile's row, rowid). */
+__device__ static __forceinline__ int32_t gather_row(const imp_args &p, int64_t m0, const int32_t *gtab,
+                                                     const int32_t *rowid, int n_act, int bm, int a, int col, int m) {
   if (n_act <= GTAB_OFFSETS) return gtab[a * GTAB_STRIDE(bm) + m];
-  return map_at(p, m0 + m, col);
+  return col == p.centre ? rowid[m] : map_entry(p, m0 + m, col);
 }
 
 /* Pairs [*j0, *j1) of offset r whose output rows (a mirrored offset's: input rows, see

@@ -215,7 +215,7 @@ __device__ static void stage_columns(const int32_t *nb, int64_t n_out, int K, in
  * ballot); counts a warp a column. The tile's row stride of PAIR_COLS + 1 words keeps both
  * walks free of bank conflicts. */
 __device__ static void emit_columns(int32_t (*tile)[PAIR_COLS + 1], int64_t n_out, int K, int r0, int W,
-                                    int32_t *nb, uint32_t *rmask, int32_t *cnt, int32_t *rcnt) {
+                                    int32_t *nb, uint32_t *rmask, int32_t *cnt, int32_t *rcnt, int centre) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
   const int64_t o0 = (int64_t)blockIdx.x * PAIR_ROWS;
   const int rows = (int)min((int64_t)PAIR_ROWS, n_out - o0), ncols = min(PAIR_COLS, K - r0);
@@ -225,7 +225,7 @@ __device__ static void emit_columns(int32_t (*tile)[PAIR_COLS + 1], int64_t n_ou
     const int64_t o = o0 + row;
     if (nb && ncols < K && lane < ncols) nb[o * K + r0 + lane] = v;
     if (lane == 0 && rmask) rmask[o * W + r0 / 32] = m;
-    if (lane == 0 && rcnt) rcnt[o] = (r0 ? rcnt[o] : 0) + __popc(m);
+    if (lane == 0 && rcnt) rcnt[o] = (r0 ? rcnt[o] : 0) + __popc(m & ~vc_map_skip(centre, r0 / 32));
   }
   if (nb && ncols == K) {
     const int total = rows * K;
@@ -271,7 +271,7 @@ __global__ static void __launch_bounds__(PAIR_ROWS) k_lookup_rows(const uint64_t
       tile[threadIdx.x][j] = v;
     }
     __syncthreads();
-    emit_columns(tile, n_out, g.K, r0, W, nb, rmask, cnt, rcnt);
+    emit_columns(tile, n_out, g.K, r0, W, nb, rmask, cnt, rcnt, -1);
   }
 }
 
@@ -493,18 +493,19 @@ __global__ static void __launch_bounds__(PAIR_ROWS) k_lookup_bricks(const uint64
     if (near) brick_rows_near(rc, n, upk, g.K, r0, reach, bt, bcap, pool, tile);
     else brick_rows_far(rc, n, disp, g.K, r0, reach, bt, bcap, pool, tile);
     __syncthreads();
-    emit_columns(tile, n, g.K, r0, W, nb, rmask, cnt, rcnt);
+    emit_columns(tile, n, g.K, r0, W, nb, rmask, cnt, rcnt, g.K / 2);
   }
 }
 
 /* Row masks, per-block column counts and row counts (each NULL: skipped) of an nb built by
  * scattering (submanifold, inverse), or of the reverse table. */
 __global__ static void __launch_bounds__(PAIR_ROWS) k_row_stats(const int32_t *nb, int64_t n_out, int K, int W,
-                                                                uint32_t *rmask, int32_t *cnt, int32_t *rcnt) {
+                                                                uint32_t *rmask, int32_t *cnt, int32_t *rcnt,
+                                                                int centre) {
   __shared__ int32_t tile[PAIR_ROWS][PAIR_COLS + 1];
   for (int r0 = 0; r0 < K; r0 += PAIR_COLS) {
     stage_columns(nb, n_out, K, r0, tile);
-    emit_columns(tile, n_out, K, r0, W, NULL, rmask, cnt, rcnt);
+    emit_columns(tile, n_out, K, r0, W, NULL, rmask, cnt, rcnt, centre);
   }
 }
 
@@ -516,7 +517,7 @@ __global__ static void __launch_bounds__(PAIR_ROWS) k_row_stats(const int32_t *n
  * once for both (a pass of its own over the table, in the plan's order, took the build
  * 1.84 -> 2.30 ms at 4 M rows; bench/NOTES.md, session 44). */
 __global__ static void k_write_pairs(const int32_t *nb, int64_t n_out, int K, int cols, const int64_t *start,
-                                     int32_t *pin, int32_t *pout, const int64_t *rstart, int32_t *nbl) {
+                                     int32_t *pin, int32_t *pout, const int64_t *rstart, int32_t *nbl, int centre) {
   __shared__ int32_t tile[PAIR_ROWS][PAIR_COLS + 1];
   __shared__ uint32_t next[PAIR_ROWS]; /* the map: each row's next entry (< 2^32) */
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
@@ -528,7 +529,7 @@ __global__ static void k_write_pairs(const int32_t *nb, int64_t n_out, int K, in
     stage_columns(nb, n_out, K, r0, tile); /* its barrier also publishes next[] */
     if (nbl)
       for (int row = warp; row < rows; row += nwarps) {
-        const int32_t v = r0 + lane < K ? tile[row][lane] : -1;
+        const int32_t v = r0 + lane < K && r0 + lane != centre ? tile[row][lane] : -1;
         const uint32_t bal = __ballot_sync(0xffffffffu, v >= 0);
         /* lane 0 alone reads and writes the row's next entry: a read by every lane before
          * lane 0's write is ordered only where the warp runs converged */
@@ -569,12 +570,12 @@ __global__ static void k_reverse(const int32_t *nb, int64_t n_out, int K, int32_
 /* The map's headers over the positions of `order` (NULL: the identity) from the row masks
  * (W words a row) and each row's first entry (rstart: the entries in row order). */
 __global__ static void k_map_hdrs(const uint32_t *rmask, const int64_t *rstart, const int32_t *order, int64_t n, int W,
-                                  uint2 *hdr) {
+                                  int centre, uint2 *hdr) {
   for (int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; q < n; q += (int64_t)gridDim.x * blockDim.x) {
     const int64_t row = order ? order[q] : q;
     uint32_t at = (uint32_t)rstart[row];
     for (int w = 0; w < W; w++) {
-      const uint32_t m = rmask[row * W + w];
+      const uint32_t m = rmask[row * W + w] & ~vc_map_skip(centre, w);
       hdr[q * W + w] = make_uint2(at, m);
       at += __popc(m);
     }
@@ -584,7 +585,7 @@ __global__ static void k_map_hdrs(const uint32_t *rmask, const int64_t *rstart, 
 /* The dense table nb[n, K] back from the map (vc_plan_kernel_map's lists are written from
  * it), a warp a position. */
 __global__ static void k_map_expand(const uint2 *hdr, const int32_t *nbl, const int32_t *order, int64_t n, int K,
-                                    int32_t *nb) {
+                                    int centre, int32_t *nb) {
   const int lane = threadIdx.x & 31, W = VC_MAP_WORDS(K);
   const int64_t warps = (int64_t)gridDim.x * (blockDim.x >> 5);
   for (int64_t q = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; q < n; q += warps) {
@@ -592,7 +593,7 @@ __global__ static void k_map_expand(const uint2 *hdr, const int32_t *nbl, const 
     for (int w = 0; w < W; w++) {
       const int c = w * 32 + lane;
       const int64_t at = vc_map_index1(hdr[q * W + w], lane);
-      if (c < K) nb[row * K + c] = at >= 0 ? nbl[at] : -1;
+      if (c < K) nb[row * K + c] = c == centre ? (int32_t)row : at >= 0 ? nbl[at] : -1;
     }
   }
 }
@@ -775,7 +776,7 @@ __global__ static void k_block_masks(const uint32_t *mask, const int32_t *order,
  * 0.25 ms at 4 M rows; bench/NOTES.md, session 43). */
 template <int WIN, int T>
 __global__ static void __launch_bounds__(T) k_group(const uint2 *hdr, int64_t n_out, const int32_t *in, int32_t *order,
-                                                    uint2 *ghdr, uint32_t *blk) {
+                                                    uint2 *ghdr, uint32_t *blk, uint32_t cbit) {
   constexpr int PER = WIN / T, WARPS = T / 32, RB = WIN <= 2048 ? 11 : WIN <= 8192 ? 13 : 15;
   static_assert(PER <= 32 && WARPS <= 32 && WIN <= 1 << RB && RB + 12 <= 32,
                 "a thread's rows in one word, a warp's result a lane; the key's fields fit");
@@ -788,7 +789,10 @@ __global__ static void __launch_bounds__(T) k_group(const uint2 *hdr, int64_t n_
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
   const int64_t w0 = (int64_t)blockIdx.x * WIN;
   const int nw = (int)min((int64_t)WIN, n_out - w0);
-  for (int i = t; i < nw; i += T) ms[i] = hdr[w0 + i].y; /* the row's mask (bit c: it meets offset c; K <= 32) */
+  /* the row's mask (bit c: it meets offset c; K <= 32) less the centre's bit, which every
+   * row of a map with a centre has (cbit): the same for every row, it changes no choice
+   * below, and the block masks get it back */
+  for (int i = t; i < nw; i += T) ms[i] = hdr[w0 + i].y;
   __syncthreads();
   /* this thread's rows t PER + j: masks, their keys' fixed part (32 - own offsets) << RB |
    * row, and which are left */
@@ -851,7 +855,7 @@ __global__ static void __launch_bounds__(T) k_group(const uint2 *hdr, int64_t n_
     uint32_t m = 0;
     for (int i = b * VC_ORDER_BLOCK + lane; i < min(nw, (b + 1) * VC_ORDER_BLOCK); i += 32) m |= ms[ps[i]];
     m = __reduce_or_sync(~0u, m);
-    if (lane == 0) blk[w0 / VC_ORDER_BLOCK + b] = m;
+    if (lane == 0) blk[w0 / VC_ORDER_BLOCK + b] = m | cbit;
   }
 }
 #define GRP_SMALL_WIN 2048
@@ -862,8 +866,8 @@ __global__ static void __launch_bounds__(T) k_group(const uint2 *hdr, int64_t n_
 
 template <int WIN, int T>
 static void group_rows(const uint2 *hdr, int64_t n, const int32_t *in, int32_t *out, uint2 *ghdr, uint32_t *blk,
-                       cudaStream_t s) {
-  k_group<WIN, T><<<(unsigned)((n + WIN - 1) / WIN), T, GRP_SMEM(WIN), s>>>(hdr, n, in, out, ghdr, blk);
+                       uint32_t cbit, cudaStream_t s) {
+  k_group<WIN, T><<<(unsigned)((n + WIN - 1) / WIN), T, GRP_SMEM(WIN), s>>>(hdr, n, in, out, ghdr, blk, cbit);
 }
 
 /* tord = the VC_TILE_ROWS-row tiles by the count of offsets their rows meet (from the block
@@ -1274,7 +1278,7 @@ extern "C" vc_status vc_cuda_plan_groups(vc_context *ctx, const vc_plan *p, cuda
   const int64_t n = p->n_out;
   if (!cp->g_window) {
     (large ? group_rows<GRP_LARGE> : group_rows<GRP_SMALL>)(cp->hdr, n, cp->order, cp->g_order, cp->g_hdr, cp->g_blk,
-                                                            s);
+                                                            vc_map_skip(cp->centre, 0), s);
     if (cp->g_tile) k_tile_order<<<1, TORD_THREADS, 0, s>>>(cp->g_blk, n, 1, cp->g_tile);
     VC_CUDA_TRY(ctx, cudaGetLastError());
     VC_CUDA_TRY(ctx, cudaEventRecord(cp->g_done, s));
@@ -1310,10 +1314,13 @@ static vc_status scan_scratch_alloc(vc_context *ctx, int64_t n, scan_scratch *sc
 }
 
 /* A map's plan memory, one allocation (the allocations of a build are a large share of its
- * time on small plans): headers over its n positions, then its p->n_pairs entries. */
-static vc_status map_alloc(vc_context *ctx, vc_plan *p, int64_t n, uint2 **hdr, int32_t **nbl, scratch *t) {
+ * time on small plans): headers over its n positions, then its p->n_pairs entries, less
+ * the centre's n where it has one (cuda_internal.h, vc_map_skip). */
+static vc_status map_alloc(vc_context *ctx, vc_plan *p, int64_t n, int centre, uint2 **hdr, int32_t **nbl,
+                           scratch *t) {
   const size_t hb = (size_t)n * VC_MAP_WORDS(p->kvol) * sizeof(uint2);
-  TRY(plan_alloc(ctx, p, (void **)hdr, hb + (size_t)p->n_pairs * sizeof(int32_t), t->s, "the neighbour map"));
+  const int64_t entries = p->n_pairs - (centre >= 0 ? n : 0);
+  TRY(plan_alloc(ctx, p, (void **)hdr, hb + (size_t)entries * sizeof(int32_t), t->s, "the neighbour map"));
   *nbl = (int32_t *)((char *)*hdr + hb);
   return VC_OK;
 }
@@ -1323,6 +1330,7 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
   const cudaStream_t s = t->s;
   const vc_conv_kind kind = p->desc.kind;
   const vc_geom g = vc_geom_of(&p->desc);
+  cp->centre = kind == VC_CONV_SUBMANIFOLD ? g.K / 2 : -1; /* its entries are the order's (vc_map_skip) */
   unsigned long long *flags; /* see hash_inputs and output_sites */
   TRY(scratch_alloc(ctx, t, (void **)&flags, 4 * sizeof *flags, "flags"));
   VC_CUDA_TRY(ctx, cudaMemsetAsync(flags, 0xff, 2 * sizeof *flags, s));
@@ -1383,7 +1391,7 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
       k_inverse_neighbors<<<vc_grid(paired->n_pairs), 256, 0, s>>>(vc_cuda_plan_of(paired)->offsets_dev, g.K,
                                                                    paired->pair_in, paired->pair_out, paired->n_pairs,
                                                                    nb);
-      k_row_stats<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(nb, p->n_out, g.K, W, rmask, cnt, rs.cnt);
+      k_row_stats<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(nb, p->n_out, g.K, W, rmask, cnt, rs.cnt, -1);
     } else if (bricks) {
       k_lookup_bricks<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(p->in_keys, p->n_out, g, table, cap, pool,
                                                                        nb, rmask, W, cnt, rs.cnt);
@@ -1392,7 +1400,7 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
       int lg = 0; /* lanes per row: a power of two above K / 2 */
       while ((1 << lg) <= g.K / 2) lg++;
       k_neighbors_submanifold<<<vc_grid(p->n_out << lg), 256, 0, s>>>(p->in_keys, p->n_out, g, lg, table, cap, nb);
-      k_row_stats<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(nb, p->n_out, g.K, W, rmask, cnt, rs.cnt);
+      k_row_stats<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(nb, p->n_out, g.K, W, rmask, cnt, rs.cnt, g.K / 2);
     } else {
       k_lookup_rows<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(p->out_keys, p->n_out, g, kind == VC_CONV_TRANSPOSED, table,
                                                         cap, nb, rmask, W, cnt, rs.cnt);
@@ -1406,10 +1414,10 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
    * the order's kernels run on the side stream meanwhile */
   if (p->n_out > 0) vc_cuda_scan_exclusive(rs.cnt, rs.start, p->n_out, rs.tmp, s);
   TRY(pair_lists(ctx, p, cp, coords, t, flags));
-  TRY(map_alloc(ctx, p, p->n_out, &cp->hdr, &cp->nbl, t));
+  TRY(map_alloc(ctx, p, p->n_out, cp->centre, &cp->hdr, &cp->nbl, t));
   uint32_t *tmask = NULL; /* the reverse table's row masks */
   if (nbt) {
-    TRY(map_alloc(ctx, p, p->n_in, &cp->hdr_t, &cp->nbl_t, t));
+    TRY(map_alloc(ctx, p, p->n_in, -1, &cp->hdr_t, &cp->nbl_t, t));
     TRY(scan_scratch_alloc(ctx, p->n_in, &ts, t));
     TRY(scratch_alloc(ctx, t, (void **)&tmask, (size_t)p->n_in * W * sizeof(uint32_t), "reverse row masks"));
   }
@@ -1420,18 +1428,19 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
   const cudaStream_t a = cs->aux;
   VC_CUDA_TRY(ctx, cudaEventRecord(cs->fork, s));
   VC_CUDA_TRY(ctx, cudaStreamWaitEvent(a, cs->fork, 0));
-  if (p->n_out > 0) k_map_hdrs<<<vc_grid(p->n_out), 256, 0, a>>>(rmask, rs.start, cp->order, p->n_out, W, cp->hdr);
+  if (p->n_out > 0) k_map_hdrs<<<vc_grid(p->n_out), 256, 0, a>>>(rmask, rs.start, cp->order, p->n_out, W, cp->centre,
+                                                               cp->hdr);
   if (nbt && p->n_in > 0) {
     const int64_t nib = (p->n_in + PAIR_ROWS - 1) / PAIR_ROWS;
-    k_row_stats<<<(unsigned)nib, PAIR_ROWS, 0, a>>>(nbt, p->n_in, g.K, W, tmask, NULL, ts.cnt);
+    k_row_stats<<<(unsigned)nib, PAIR_ROWS, 0, a>>>(nbt, p->n_in, g.K, W, tmask, NULL, ts.cnt, -1);
     vc_cuda_scan_exclusive(ts.cnt, ts.start, p->n_in, ts.tmp, a);
-    k_map_hdrs<<<vc_grid(p->n_in), 256, 0, a>>>(tmask, ts.start, NULL, p->n_in, W, cp->hdr_t);
-    k_write_pairs<<<(unsigned)nib, PAIR_ROWS, 0, a>>>(nbt, p->n_in, g.K, 0, NULL, NULL, NULL, ts.start, cp->nbl_t);
+    k_map_hdrs<<<vc_grid(p->n_in), 256, 0, a>>>(tmask, ts.start, NULL, p->n_in, W, -1, cp->hdr_t);
+    k_write_pairs<<<(unsigned)nib, PAIR_ROWS, 0, a>>>(nbt, p->n_in, g.K, 0, NULL, NULL, NULL, ts.start, cp->nbl_t, -1);
   }
   VC_CUDA_TRY(ctx, cudaEventRecord(cs->join, a));
   if (nrb > 0)
     k_write_pairs<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(nb, p->n_out, g.K, p->lists, cp->pair_start, p->pair_in,
-                                                      p->pair_out, rs.start, cp->nbl);
+                                                      p->pair_out, rs.start, cp->nbl, cp->centre);
   VC_CUDA_TRY(ctx, cudaGetLastError());
   return VC_OK;
 }
@@ -1497,10 +1506,12 @@ extern "C" vc_status vc_cuda_kernel_map(const vc_plan *p, int32_t *in_index, int
   vc_status st = scratch_alloc(ctx, &t, (void **)&nb, (size_t)p->n_out * K * sizeof(int32_t), "the neighbour table");
   if (st == VC_OK) st = scan_scratch_alloc(ctx, ncnt, &sc, &t);
   if (st == VC_OK) {
-    if (p->n_out > 0) k_map_expand<<<vc_grid(p->n_out * 32), 256, 0, s>>>(cp->hdr, cp->nbl, cp->order, p->n_out, K, nb);
-    k_row_stats<<<(unsigned)nblk, PAIR_ROWS, 0, s>>>(nb, p->n_out, K, (K + 31) / 32, NULL, sc.cnt, NULL);
+    if (p->n_out > 0)
+      k_map_expand<<<vc_grid(p->n_out * 32), 256, 0, s>>>(cp->hdr, cp->nbl, cp->order, p->n_out, K, cp->centre, nb);
+    k_row_stats<<<(unsigned)nblk, PAIR_ROWS, 0, s>>>(nb, p->n_out, K, (K + 31) / 32, NULL, sc.cnt, NULL, -1);
     vc_cuda_scan_exclusive(sc.cnt, sc.start, ncnt, sc.tmp, s);
-    k_write_pairs<<<(unsigned)nblk, PAIR_ROWS, 0, s>>>(nb, p->n_out, K, K, sc.start, in_index, out_index, NULL, NULL);
+    k_write_pairs<<<(unsigned)nblk, PAIR_ROWS, 0, s>>>(nb, p->n_out, K, K, sc.start, in_index, out_index, NULL, NULL,
+                                                       -1);
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) st = vc_fail(ctx, VC_ERR_DEVICE, "vc_plan_kernel_map: %s", cudaGetErrorString(e));
   }

@@ -216,13 +216,24 @@ __device__ static __forceinline__ void mk_place_offsets(uint32_t m, int16_t *act
   if (tid < 32 && (m >> tid & 1)) act[__popc(m & ((1u << tid) - 1))] = (int16_t)tid;
 }
 
-/* The index in the map's entries of row m of the unit at u0 through map column col, or -1:
- * from the unit's headers hd in shared memory (K <= 32; rows past the end have mask 0),
- * or where `far` (K > 32) from the map. */
+/* The index in the map's entries of row m of the unit at u0 through map column col (not
+ * the centre, whose row is the order's: mk_source), or -1: from the unit's headers hd in
+ * shared memory (K <= 32; rows past the end have mask 0), or where `far` (K > 32) from the
+ * map. */
 __device__ static __forceinline__ int64_t mk_entry(const imp_args &p, bool far, const uint2 *hd, int64_t u0, int m,
                                                    int col) {
   if (!far) return vc_map_index1(hd[m], col);
   return u0 + m < p.rows ? vc_map_index(p.hdr, p.K, u0 + m, col) : -1;
+}
+
+/* Where row m of the unit at u0 meets map column col: the index in the map's entries, or
+ * for the centre (no entry: the row itself) its position in the order (*centre set), or -1.
+ * A map with a centre is a submanifold plan's, whose masked passes always have an order. */
+__device__ static __forceinline__ int64_t mk_source(const imp_args &p, bool far, const uint2 *hd, int64_t u0, int m,
+                                                    int col, bool *centre) {
+  *centre = col == p.centre;
+  if (*centre) return u0 + m < p.rows ? u0 + m : -1;
+  return mk_entry(p, far, hd, u0, m, col);
 }
 
 /* gtab for the rows of the unit at u0 (see mk_entry) and its offsets (act, na <= MK_GTAB of
@@ -233,9 +244,10 @@ __device__ static __forceinline__ void mk_copy_gtab(const imp_args &p, bool far,
   for (int i = tid; i < na * MK_BM; i += pt) {
     const int r = i / na, a = i - r * na;
     int32_t *d = gtab + a * GTAB_STRIDE(MK_BM) + r;
-    const int64_t at = mk_entry(p, far, hd, u0, r, act[a]);
+    bool c;
+    const int64_t at = mk_source(p, far, hd, u0, r, act[a], &c);
     if (at < 0) *d = -1;
-    else vc_cp_async4(d, p.nbl + at);
+    else vc_cp_async4(d, (c ? p.order : p.nbl) + at);
   }
 }
 
@@ -751,8 +763,14 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
         } else {
 #pragma unroll
           for (int h = 0; h < MK_BM / MR; h++) {
-            const int64_t at = mk_entry(p, far, hdrs[ub], far ? um0[ub] : 0, m0 + MR * h, col);
-            row[h] = at >= 0 ? __ldg(p.nbl + at) : -1;
+            /* the centre only where `far` (um0 is the unit's only there): a submanifold unit
+             * (the one map with a centre) of K <= 32 offsets has at most 27 (odd sizes up
+             * to 7 an axis), so it takes the gather table, never this path */
+            const int64_t u0 = far ? um0[ub] : 0;
+            bool c = false;
+            const int64_t at = far ? mk_source(p, far, hdrs[ub], u0, m0 + MR * h, col, &c)
+                                   : mk_entry(p, far, hdrs[ub], u0, m0 + MR * h, col);
+            row[h] = at >= 0 ? __ldg((c ? p.order : p.nbl) + at) : -1;
           }
         }
         /* chunks past the channels, and rows without a neighbour, copy 0 bytes (zeros) from
