@@ -236,18 +236,53 @@ __device__ static __forceinline__ int64_t mk_source(const imp_args &p, bool far,
   return mk_entry(p, far, hd, u0, m, col);
 }
 
+/* The position in act (ascending, na of them) of map column col, or -1 (col < 0 or not
+ * there): a binary search, the same for every thread. */
+__device__ static __forceinline__ int mk_act_at(const int16_t *act, int na, int col) {
+  if (col < 0) return -1;
+  int lo = 0, hi = na;
+  while (lo < hi) {
+    const int mid = (lo + hi) >> 1;
+    if (act[mid] < col) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < na && act[lo] == col ? lo : -1;
+}
+
+/* r = i / n for i < n MK_BM, 1 <= n <= MK_GTAB, by a multiply and shift (inv: mk_div_inv):
+ * i / n + i e / 2^20 with 0 < e <= 1 stays below the next whole number while i < 2^20 / n. */
+#define MK_DIV_SHIFT 20
+static_assert((int64_t)MK_GTAB * MK_GTAB * MK_BM < (1 << MK_DIV_SHIFT) &&
+                  (int64_t)MK_GTAB * MK_BM * (((int64_t)1 << MK_DIV_SHIFT) + 1) < ((int64_t)1 << 32),
+              "mk_div: exact for every index, and its product fits 32 bits");
+__device__ static __forceinline__ uint32_t mk_div_inv(int n) { return (1u << MK_DIV_SHIFT) / (uint32_t)n + 1u; }
+__device__ static __forceinline__ int mk_div(int i, uint32_t inv) { return (int)((uint32_t)i * inv >> MK_DIV_SHIFT); }
+
 /* gtab for the rows of the unit at u0 (see mk_entry) and its offsets (act, na <= MK_GTAB of
- * them) as 4-byte cp.async copies from the map's entries, all in flight at once, for the
- * caller to commit (a row without the offset gets -1 by a plain store). */
+ * them) as 4-byte cp.async copies, all in flight at once, for the caller to commit (a row
+ * without the offset gets -1 by a plain store). The centre's column (p.centre: a submanifold
+ * map's, without entries) is the unit's rows themselves, copied from the order in a pass of
+ * its own: a test of every element for it (mk_source) took RES 1024's forward 1.63 -> 1.79
+ * ms (693 -> 733 M instructions; bench/NOTES.md, session 46). The others come from the
+ * map's entries, consecutive threads along a row's offsets (its entries are contiguous). */
 __device__ static __forceinline__ void mk_copy_gtab(const imp_args &p, bool far, const uint2 *hd, int64_t u0,
                                                     const int16_t *act, int na, int32_t *gtab, int tid, int pt) {
-  for (int i = tid; i < na * MK_BM; i += pt) {
-    const int r = i / na, a = i - r * na;
+  const int ac = mk_act_at(act, na, p.centre);
+  if (ac >= 0)
+    for (int r = tid; r < MK_BM; r += pt) {
+      int32_t *d = gtab + ac * GTAB_STRIDE(MK_BM) + r;
+      if (u0 + r < p.rows) vc_cp_async4(d, p.order + u0 + r);
+      else *d = -1;
+    }
+  const int n1 = na - (ac >= 0), skip = ac >= 0 ? ac : na; /* the other columns: a1 -> a */
+  if (n1 <= 0) return;
+  const uint32_t inv = mk_div_inv(n1);
+  for (int i = tid; i < n1 * MK_BM; i += pt) {
+    const int r = mk_div(i, inv), a1 = i - r * n1, a = a1 + (a1 >= skip);
     int32_t *d = gtab + a * GTAB_STRIDE(MK_BM) + r;
-    bool c;
-    const int64_t at = mk_source(p, far, hd, u0, r, act[a], &c);
+    const int64_t at = mk_entry(p, far, hd, u0, r, act[a]);
     if (at < 0) *d = -1;
-    else vc_cp_async4(d, (c ? p.order : p.nbl) + at);
+    else vc_cp_async4(d, p.nbl + at);
   }
 }
 
