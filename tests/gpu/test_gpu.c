@@ -343,7 +343,13 @@ static void test_kmap_large(void) {
   kmap_check(VC_CONV_SUBMANIFOLD, 3, 1, 1, false, 600000, 2);
   kmap_check(VC_CONV_SUBMANIFOLD, 5, 1, 3, true, 550000, 3);
   bad_sites_for(VC_CONV_SUBMANIFOLD, 600000);
-  kmap_edges(3, 1, 4096); /* 566 k sites: bricks */
+  /* 566 k sites each: bricks, against the range's faces. Spans of at most 5 cells an axis
+   * (two bricks) take the lookups by candidate brick: 3x3x3 and 5x5x5 (125 offsets, four
+   * chunks) at dilation 1, 3x3x3 at dilation 2; 5x5x5 at dilation 2 the general lookups. */
+  kmap_edges(3, 1, 4096);
+  kmap_edges(5, 1, 4096);
+  kmap_edges(3, 2, 4096);
+  kmap_edges(5, 2, 4096);
   kmap_check(VC_CONV_SPARSE, 2, 2, 1, false, 200000, 2);
   kmap_check(VC_CONV_INVERSE, 3, 2, 1, false, 100000, 2);
   kmap_check(VC_CONV_TRANSPOSED, 3, 2, 1, false, 50000, 2);
@@ -408,7 +414,8 @@ static void kmap_edges(int k, int dil, int32_t batches) {
 }
 
 /* Small: 3x3x3 and 5x5x5 (the row kernels take a 125-offset map in four chunks of 32),
- * dilation 1 and 2; the site table, or bricks with -DVC_BRICK_MIN_SITES=0. */
+ * dilation 1 and 2; the site table, or bricks with -DVC_BRICK_MIN_SITES=0 (kmap_large
+ * runs the bricks' cases at full size). */
 static void test_kmap_edges(void) {
   for (int k = 3; k <= 5; k += 2)
     for (int dil = 1; dil <= 2; dil++) kmap_edges(k, dil, 64);
