@@ -97,16 +97,17 @@ typedef struct vc_cuda_plan {
 
 /* The neighbour maps (vc_cuda_plan.hdr): position q of the map's order has the headers
  * hdr[q W + w] (W = VC_MAP_WORDS(K)), one a word of offsets: .y the mask of offsets 32 w ..
- * 32 w + 31 (bit c % 32: the row meets offset c), .x the index in the entries (nbl) of the
- * first of them; a row's entries are the rows it meets, by offset ascending (the rows one
- * after another in row order: kmap.cu). So an entry is one 8-byte load and a popcount away
- * (vc_map_index1), and with K <= 32 a row has one header.
+ * 32 w + 31 that have an entry (bit c % 32: the row meets offset c; every such offset but
+ * the centre, below), .x the index in the entries (nbl) of the first of them; a row's
+ * entries are the rows it meets, by offset ascending (the rows one after another in row
+ * order: kmap.cu). So an entry is one 8-byte load and a popcount away (vc_map_index1), and
+ * with K <= 32 a row has one header.
  * A submanifold map keeps no entry for its centre (column K/2, vc_cuda_plan.centre): every
  * row meets itself there, and the entry would be the row's own, which the order holds (4
  * bytes a site: suite S RES 1024's plan 1.028 -> 0.996 output tensors). Its headers' masks
  * leave the centre's bit clear (vc_map_skip), so indices count as they would without it,
- * and readers take the centre's row from the order. The offsets a row or block meets come
- * from the row masks and block masks, which keep it.
+ * and readers take the centre's row from the order. The offsets a row meets are its mask
+ * words | vc_map_skip(centre, w); the block masks (blk_mask, g_blk) keep the centre.
  * Indices are 32-bit: a plan has fewer than 2^32 pairs (vc_plan_create checks). */
 #define VC_MAP_WORDS(K) (((K) + 31) / 32)
 

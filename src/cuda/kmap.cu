@@ -789,9 +789,9 @@ __global__ static void __launch_bounds__(T) k_group(const uint2 *hdr, int64_t n_
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
   const int64_t w0 = (int64_t)blockIdx.x * WIN;
   const int nw = (int)min((int64_t)WIN, n_out - w0);
-  /* the row's mask (bit c: it meets offset c; K <= 32) less the centre's bit, which every
-   * row of a map with a centre has (cbit): the same for every row, it changes no choice
-   * below, and the block masks get it back */
+  /* the row's mask (bit c: it meets offset c; K <= 32), which in a map with a centre lacks
+   * the centre's bit (cbit: vc_map_skip): a bit every row has changes no choice below,
+   * and the block masks get it back */
   for (int i = t; i < nw; i += T) ms[i] = hdr[w0 + i].y;
   __syncthreads();
   /* this thread's rows t PER + j: masks, their keys' fixed part (32 - own offsets) << RB |

@@ -74,6 +74,10 @@
  * pipeline's) of 27 x 129 words fit beside the 192 KB ring; tiles meeting more read the map
  * directly. */
 #define MK_GTAB 27
+/* A map with a centre (submanifold: odd sizes) of K <= 32 offsets has at most 27 of them
+ * (odd products up to 32: 27 = 3 x 3 x 3, until a size of 29 an axis), so its units always
+ * take the gather table, and mk_body's direct path without `far` never meets the centre. */
+static_assert(VC_KERNEL_MAX < 29 && MK_GTAB >= 27, "a submanifold map of K <= 32 must fit the gather table");
 /* The pairs form's epilogue stages each consumer warp's products, 8 rows x 32 columns at a
  * time, in rows of 40 floats (the 8 of padding put a half-warp's 8-byte writes of 4 rows on
  * distinct banks; f16 stages 8 rows x 64 columns packed, in rows of 36 words; the swapped
@@ -262,8 +266,9 @@ __device__ static __forceinline__ int mk_div(int i, uint32_t inv) { return (int)
  * them) as 4-byte cp.async copies, all in flight at once, for the caller to commit (a row
  * without the offset gets -1 by a plain store). The centre's column (p.centre: a submanifold
  * map's, without entries) is the unit's rows themselves, copied from the order in a pass of
- * its own: a test of every element for it (mk_source) took RES 1024's forward 1.63 -> 1.79
- * ms (693 -> 733 M instructions; bench/NOTES.md, session 46). The others come from the
+ * its own: testing every element for it, as the direct path does (mk_source), took RES
+ * 1024's forward kernel 1.63 -> 1.79 ms (693 -> 733 M instructions; bench/NOTES.md,
+ * session 46). The others come from the
  * map's entries, consecutive threads along a row's offsets (its entries are contiguous). */
 __device__ static __forceinline__ void mk_copy_gtab(const imp_args &p, bool far, const uint2 *hd, int64_t u0,
                                                     const int16_t *act, int na, int32_t *gtab, int tid, int pt) {
@@ -799,8 +804,8 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
 #pragma unroll
           for (int h = 0; h < MK_BM / MR; h++) {
             /* the centre only where `far` (um0 is the unit's only there): a submanifold unit
-             * (the one map with a centre) of K <= 32 offsets has at most 27 (odd sizes up
-             * to 7 an axis), so it takes the gather table, never this path */
+             * (the one map with a centre) of K <= 32 offsets takes the gather table, never
+             * this path (static_assert at MK_GTAB) */
             const int64_t u0 = far ? um0[ub] : 0;
             bool c = false;
             const int64_t at = far ? mk_source(p, far, hdrs[ub], u0, m0 + MR * h, col, &c)
