@@ -466,11 +466,11 @@ __device__ static void brick_rows_far(const int4 *rc, int64_t n, const int32_t (
 /* nb, row masks and per-block column counts of a submanifold plan. A block's PAIR_ROWS rows
  * fill the staging tile 32 columns at a time, BRICK_LANES lanes a row, with many rows' loads
  * in flight at once (brick_rows_near, or brick_rows_far for neighbourhoods wider than 5
- * cells an axis). */
+ * cells an axis); row counts without the centre (vc_cuda_plan.centre). */
 __global__ static void __launch_bounds__(PAIR_ROWS) k_lookup_bricks(const uint64_t *keys, int64_t n, vc_geom g,
                                                                     const slot *bt, uint64_t bcap, const int32_t *pool,
                                                                     int32_t *nb, uint32_t *rmask, int W, int32_t *cnt,
-                                                                    int32_t *rcnt) {
+                                                                    int32_t *rcnt, int centre) {
   __shared__ int32_t tile[PAIR_ROWS][PAIR_COLS + 1];
   __shared__ int4 rc[PAIR_ROWS];
   __shared__ int32_t disp[VC_KERNEL_MAX * VC_KERNEL_MAX * VC_KERNEL_MAX][3];
@@ -493,7 +493,7 @@ __global__ static void __launch_bounds__(PAIR_ROWS) k_lookup_bricks(const uint64
     if (near) brick_rows_near(rc, n, upk, g.K, r0, reach, bt, bcap, pool, tile);
     else brick_rows_far(rc, n, disp, g.K, r0, reach, bt, bcap, pool, tile);
     __syncthreads();
-    emit_columns(tile, n, g.K, r0, W, nb, rmask, cnt, rcnt, g.K / 2);
+    emit_columns(tile, n, g.K, r0, W, nb, rmask, cnt, rcnt, centre);
   }
 }
 
@@ -1376,7 +1376,7 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
   /* nb (the dense table, [n_out, K]: the map, the pair lists and the reverse table are
    * written from it), row masks and the per-block column counts the pair scan needs */
   const int64_t nbn = p->n_out * g.K, nrb = (p->n_out + PAIR_ROWS - 1) / PAIR_ROWS;
-  const int W = (g.K + 31) / 32;
+  const int W = VC_MAP_WORDS(g.K); /* mask words a row: the map's headers' */
   int32_t *cnt, *nb, *nbt = NULL;
   uint32_t *rmask; /* [n_out, W] bit r set when nb[o, r] >= 0: the orders, block masks and map headers */
   TRY(scratch_alloc(ctx, t, (void **)&nb, (size_t)nbn * sizeof(int32_t), "the neighbour table"));
@@ -1391,16 +1391,16 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
       k_inverse_neighbors<<<vc_grid(paired->n_pairs), 256, 0, s>>>(vc_cuda_plan_of(paired)->offsets_dev, g.K,
                                                                    paired->pair_in, paired->pair_out, paired->n_pairs,
                                                                    nb);
-      k_row_stats<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(nb, p->n_out, g.K, W, rmask, cnt, rs.cnt, -1);
+      k_row_stats<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(nb, p->n_out, g.K, W, rmask, cnt, rs.cnt, cp->centre);
     } else if (bricks) {
       k_lookup_bricks<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(p->in_keys, p->n_out, g, table, cap, pool,
-                                                                       nb, rmask, W, cnt, rs.cnt);
+                                                                       nb, rmask, W, cnt, rs.cnt, cp->centre);
     } else if (kind == VC_CONV_SUBMANIFOLD) {
       VC_CUDA_TRY(ctx, cudaMemsetAsync(nb, 0xff, (size_t)nbn * sizeof(int32_t), s));
       int lg = 0; /* lanes per row: a power of two above K / 2 */
       while ((1 << lg) <= g.K / 2) lg++;
       k_neighbors_submanifold<<<vc_grid(p->n_out << lg), 256, 0, s>>>(p->in_keys, p->n_out, g, lg, table, cap, nb);
-      k_row_stats<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(nb, p->n_out, g.K, W, rmask, cnt, rs.cnt, g.K / 2);
+      k_row_stats<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(nb, p->n_out, g.K, W, rmask, cnt, rs.cnt, cp->centre);
     } else {
       k_lookup_rows<<<(unsigned)nrb, PAIR_ROWS, 0, s>>>(p->out_keys, p->n_out, g, kind == VC_CONV_TRANSPOSED, table,
                                                         cap, nb, rmask, W, cnt, rs.cnt);
@@ -1508,7 +1508,7 @@ extern "C" vc_status vc_cuda_kernel_map(const vc_plan *p, int32_t *in_index, int
   if (st == VC_OK) {
     if (p->n_out > 0)
       k_map_expand<<<vc_grid(p->n_out * 32), 256, 0, s>>>(cp->hdr, cp->nbl, cp->order, p->n_out, K, cp->centre, nb);
-    k_row_stats<<<(unsigned)nblk, PAIR_ROWS, 0, s>>>(nb, p->n_out, K, (K + 31) / 32, NULL, sc.cnt, NULL, -1);
+    k_row_stats<<<(unsigned)nblk, PAIR_ROWS, 0, s>>>(nb, p->n_out, K, VC_MAP_WORDS(K), NULL, sc.cnt, NULL, -1);
     vc_cuda_scan_exclusive(sc.cnt, sc.start, ncnt, sc.tmp, s);
     k_write_pairs<<<(unsigned)nblk, PAIR_ROWS, 0, s>>>(nb, p->n_out, K, K, sc.start, in_index, out_index, NULL, NULL,
                                                        -1);

@@ -268,8 +268,8 @@ __device__ static __forceinline__ int mk_div(int i, uint32_t inv) { return (int)
  * map's, without entries) is the unit's rows themselves, copied from the order in a pass of
  * its own: testing every element for it, as the direct path does (mk_source), took RES
  * 1024's forward kernel 1.63 -> 1.79 ms (693 -> 733 M instructions; bench/NOTES.md,
- * session 46). The others come from the
- * map's entries, consecutive threads along a row's offsets (its entries are contiguous). */
+ * session 46). The others come from the map's entries, consecutive threads along a row's
+ * offsets (its entries are contiguous). */
 __device__ static __forceinline__ void mk_copy_gtab(const imp_args &p, bool far, const uint2 *hd, int64_t u0,
                                                     const int16_t *act, int na, int32_t *gtab, int tid, int pt) {
   const int ac = mk_act_at(act, na, p.centre);
