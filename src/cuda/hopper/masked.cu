@@ -230,14 +230,14 @@ __device__ static __forceinline__ int64_t mk_entry(const imp_args &p, bool far, 
   return u0 + m < p.rows ? vc_map_index(p.hdr, p.K, u0 + m, col) : -1;
 }
 
-/* Where row m of the unit at u0 meets map column col: the index in the map's entries, or
- * for the centre (no entry: the row itself) its position in the order (*centre set), or -1.
- * A map with a centre is a submanifold plan's, whose masked passes always have an order. */
-__device__ static __forceinline__ int64_t mk_source(const imp_args &p, bool far, const uint2 *hd, int64_t u0, int m,
-                                                    int col, bool *centre) {
+/* Where row m of the unit at u0 meets map column col, read from the map (`far`, K > 32:
+ * the one caller): the index in the map's entries, or for the centre (no entry: the row
+ * itself) its position in the order (*centre set), or -1. A map with a centre is a
+ * submanifold plan's, whose masked passes always have an order. */
+__device__ static __forceinline__ int64_t mk_source(const imp_args &p, int64_t u0, int m, int col, bool *centre) {
   *centre = col == p.centre;
   if (*centre) return u0 + m < p.rows ? u0 + m : -1;
-  return mk_entry(p, far, hd, u0, m, col);
+  return mk_entry(p, true, NULL, u0, m, col);
 }
 
 /* The position in act (ascending, na of them) of map column col, or -1 (col < 0 or not
@@ -808,7 +808,7 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
              * this path (static_assert at MK_GTAB) */
             const int64_t u0 = far ? um0[ub] : 0;
             bool c = false;
-            const int64_t at = far ? mk_source(p, far, hdrs[ub], u0, m0 + MR * h, col, &c)
+            const int64_t at = far ? mk_source(p, u0, m0 + MR * h, col, &c)
                                    : mk_entry(p, far, hdrs[ub], u0, m0 + MR * h, col);
             row[h] = at >= 0 ? __ldg((c ? p.order : p.nbl) + at) : -1;
           }
