@@ -187,9 +187,20 @@ typedef struct mk_unit {
 } mk_unit;
 
 /* Unit u: split u % nsplit of the (u / nsplit)-th tile, the row tiles taken in the plan's
- * tile_order (most active offsets first) and each one's column tiles in turn. */
+ * tile_order (most active offsets first) and each one's column tiles in turn.
+ * Unsplit with one column tile (suite S's narrow layers), u is the row tile itself. Every
+ * role finds a few units a unit (its own, the next one's), and each division by a value
+ * known only at run time is ~25 instructions with a reciprocal's latency: without them
+ * here, in mk_range and in the stage indices, RES 1024's forward ran 696.7 -> 651.4 M
+ * instructions, 1.64 -> 1.58 ms (bench/NOTES.md, session 48). 256-wide tiles keep the
+ * general form: with the branch, ptxas spilled 28-36 bytes in their kernels. */
 __device__ static __forceinline__ mk_unit mk_unit_of(const imp_args &p, int64_t u, int bn) {
   mk_unit w;
+  if (bn < 256 && p.nsplit == 1 && p.n_tiles == 1) {
+    w.split = 0, w.tile = p.tile_order ? p.tile_order[u] : u;
+    w.m0 = w.tile * MK_BM, w.n0 = 0;
+    return w;
+  }
   const int64_t t = u / p.nsplit, n = t % p.n_tiles, m = p.tile_order ? p.tile_order[t / p.n_tiles] : t / p.n_tiles;
   w.split = (int)(u % p.nsplit), w.tile = m * p.n_tiles + n;
   w.m0 = m * MK_BM, w.n0 = n * bn;
@@ -209,8 +220,12 @@ __device__ static __forceinline__ int64_t mk_unit_at(const imp_args &p, int64_t 
   return u < units ? u : -1;
 }
 
-/* The unit's stage range [it0, it1) of the tile's n_it stages. */
+/* The unit's stage range [it0, it1) of the tile's n_it stages (unsplit: all, no division). */
 __device__ static __forceinline__ void mk_range(const imp_args &p, const mk_unit &w, int n_it, int *it0, int *it1) {
+  if (p.nsplit == 1) {
+    *it0 = 0, *it1 = n_it;
+    return;
+  }
   const int per = (n_it + p.nsplit - 1) / p.nsplit;
   *it0 = min(n_it, w.split * per), *it1 = min(n_it, *it0 + per);
 }
@@ -778,7 +793,7 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
       const int n = it1 - it0, n_ahead = min(n, 2 * np);
       int i = (int)((grp - g % npp + npp) % npp); /* this warpgroup's first stage of the unit */
       int64_t gi = g + i;
-      int s = (int)(gi % st), phase = (int)(gi / st & 1), a = (it0 + i) / nkc, kc = (it0 + i) % nkc;
+      int s = (int)(gi % st), phase = (int)(gi / st & 1), a = nkc == 1 ? it0 + i : (it0 + i) / nkc, kc = (it0 + i) % nkc;
       for (;; i += npp, gi += npp) {
         if (ahead && i >= n_ahead) { /* every producer comes here once (n_ahead <= n) */
           na = mk_ahead_gtab(p, next_mask, next_m0, hdrs[ub ^ 1], act[ub ^ 1], GT(ub ^ 1), tid, pt);

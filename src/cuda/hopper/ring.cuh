@@ -230,7 +230,7 @@ __device__ static __forceinline__ void hp_consume(float *acc, const hp_ring &r, 
   const uint32_t a_blk = (uint32_t)(64 * kb) >> 4; /* the next 64 rows of a K-major A tile */
   int s = pos.s, phase = pos.phase, prev = -1, kc = 0;
   uint32_t rem = uni;
-  if (uni) {
+  if (uni && it0 > 0) { /* it0 > 0 in splits only: the divisions skipped elsewhere */
     for (int i = 0; i < it0 / nkc; i++) rem &= rem - 1;
     kc = it0 % nkc;
   }
