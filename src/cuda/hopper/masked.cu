@@ -300,7 +300,14 @@ __device__ static __forceinline__ void mk_copy_gtab(const imp_args &p, bool far,
   for (int i = tid; i < n1 * MK_BM; i += pt) {
     const int r = mk_div(i, inv), a1 = i - r * n1, a = a1 + (a1 >= skip);
     int32_t *d = gtab + a * GTAB_STRIDE(MK_BM) + r;
-    const int64_t at = mk_entry(p, far, hd, u0, r, act[a]);
+    if (!far) { /* 32-bit indices: ~25 instructions an element, against ~31 through mk_entry */
+      const uint2 h = hd[r];
+      const int c = act[a];
+      if (vc_map_has(h, c)) vc_cp_async4(d, p.nbl + vc_map_index32(h, c));
+      else *d = -1;
+      continue;
+    }
+    const int64_t at = mk_entry(p, true, hd, u0, r, act[a]);
     if (at < 0) *d = -1;
     else vc_cp_async4(d, p.nbl + at);
   }
