@@ -188,10 +188,10 @@ typedef struct mk_unit {
 
 /* Unit u: split u % nsplit of the (u / nsplit)-th tile, the row tiles taken in the plan's
  * tile_order (most active offsets first) and each one's column tiles in turn.
- * Unsplit with one column tile (suite S's narrow layers), u is the row tile itself. Every
- * role finds a few units a unit (its own, the next one's), and each division by a value
- * known only at run time is ~25 instructions with a reciprocal's latency: without them
- * here, in mk_range and in the stage indices, RES 1024's forward ran 696.7 -> 651.4 M
+ * Unsplit with one column tile (suite S's narrow layers), u is the row tile itself. Each
+ * role works out its unit and the next one's at every unit's start, and each division by
+ * a value known only at run time is ~25 instructions with a reciprocal's latency: without
+ * them here, in mk_range and in the stage indices, RES 1024's forward ran 696.7 -> 651.4 M
  * instructions, 1.64 -> 1.58 ms (bench/NOTES.md, session 48). 256-wide tiles keep the
  * general form: with the branch, ptxas spilled 28-36 bytes in their kernels. */
 __device__ static __forceinline__ mk_unit mk_unit_of(const imp_args &p, int64_t u, int bn) {
