@@ -1407,7 +1407,7 @@ static vc_status build(vc_context *ctx, vc_plan *p, vc_cuda_plan *cp, const int3
     }
     VC_CUDA_TRY(ctx, cudaGetLastError());
   }
-  if (kind == VC_CONV_SUBMANIFOLD) p->lists = g.K / 2; /* the rest mirror them (vc_plan.lists) */
+  if (cp->centre >= 0) p->lists = cp->centre; /* the offsets past the centre mirror those before it (vc_plan.lists) */
   TRY(pair_counts(ctx, p, cp, cnt, t));
   TRY(encodings(ctx, p, cp, nb, rmask, W, &nbt, t));
   /* the map's row starts, queued before the pair counts' copy (the build's synchronisation):
