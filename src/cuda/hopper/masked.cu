@@ -801,7 +801,7 @@ __device__ static __forceinline__ void mk_body(const imp_args &args, const CUten
       int i = (int)((grp - g % npp + npp) % npp); /* this warpgroup's first stage of the unit */
       int64_t gi = g + i;
       int s = (int)(gi % st), phase = (int)(gi / st & 1);
-      int a = nkc == 1 ? it0 + i : (it0 + i) / nkc, kc = (it0 + i) % nkc;
+      int a = nkc == 1 ? it0 + i : (it0 + i) / nkc, kc = nkc == 1 ? 0 : (it0 + i) % nkc;
       for (;; i += npp, gi += npp) {
         if (ahead && i >= n_ahead) { /* every producer comes here once (n_ahead <= n) */
           na = mk_ahead_gtab(p, next_mask, next_m0, hdrs[ub ^ 1], act[ub ^ 1], GT(ub ^ 1), tid, pt);
