@@ -277,14 +277,22 @@ static_assert((int64_t)MK_GTAB * MK_GTAB * MK_BM < (1 << MK_DIV_SHIFT) &&
 __device__ static __forceinline__ uint32_t mk_div_inv(int n) { return (1u << MK_DIV_SHIFT) / (uint32_t)n + 1u; }
 __device__ static __forceinline__ int mk_div(int i, uint32_t inv) { return (int)((uint32_t)i * inv >> MK_DIV_SHIFT); }
 
+/* Lanes a row in the gather-table copy (K <= 32, mk_copy_gtab). */
+#define MK_ROW_LANES 8
+
 /* gtab for the rows of the unit at u0 (see mk_entry) and its offsets (act, na <= MK_GTAB of
  * them) as 4-byte cp.async copies, all in flight at once, for the caller to commit (a row
  * without the offset gets -1 by a plain store). The centre's column (p.centre: a submanifold
  * map's, without entries) is the unit's rows themselves, copied from the order in a pass of
  * its own: testing every element for it, as the direct path does (mk_source), took RES
  * 1024's forward kernel 1.63 -> 1.79 ms (693 -> 733 M instructions; bench/NOTES.md,
- * session 46). The others come from the map's entries, consecutive threads along a row's
- * offsets (its entries are contiguous). */
+ * session 46). With K <= 32, MK_ROW_LANES threads take a row, each every MK_ROW_LANES-th
+ * of the other columns, so a thread keeps one column's bit for several rows and a warp's
+ * copies read the entries of four rows (a row's entries are contiguous). An element a
+ * thread (each finding its row and column by a division, then loading the row's header
+ * and the column's offset) took more instructions; one thread a row, fewer, but 32 rows'
+ * entries a warp copy ran RES 1024's forward 8 % slower (bench/NOTES.md, session 50).
+ * `far` (K > 32) reads the map for each element. */
 __device__ static __forceinline__ void mk_copy_gtab(const imp_args &p, bool far, const uint2 *hd, int64_t u0,
                                                     const int16_t *act, int na, int32_t *gtab, int tid, int pt) {
   const int ac = mk_act_at(act, na, p.centre);
@@ -295,18 +303,27 @@ __device__ static __forceinline__ void mk_copy_gtab(const imp_args &p, bool far,
       else *d = -1;
     }
   const int n1 = na - (ac >= 0), skip = ac >= 0 ? ac : na; /* the other columns: a1 -> a */
+  if (!far) {
+    const int nr = pt / MK_ROW_LANES;
+    for (int a1 = tid % MK_ROW_LANES; a1 < n1; a1 += MK_ROW_LANES) {
+      const int a = a1 + (a1 >= skip);
+      const uint32_t bit = 1u << act[a];
+      int32_t *d = gtab + a * GTAB_STRIDE(MK_BM);
+#pragma unroll 4
+      for (int r = tid / MK_ROW_LANES; r < MK_BM; r += nr) {
+        const uint2 h = hd[r];
+        /* a 32-bit index: the 64-bit sum took four more instructions an element */
+        if (h.y & bit) vc_cp_async4(d + r, p.nbl + (h.x + __popc(h.y & (bit - 1))));
+        else d[r] = -1;
+      }
+    }
+    return;
+  }
   if (n1 <= 0) return;
   const uint32_t inv = mk_div_inv(n1);
   for (int i = tid; i < n1 * MK_BM; i += pt) {
     const int r = mk_div(i, inv), a1 = i - r * n1, a = a1 + (a1 >= skip);
     int32_t *d = gtab + a * GTAB_STRIDE(MK_BM) + r;
-    if (!far) { /* 32-bit indices: ~25 instructions an element, against ~31 through mk_entry */
-      const uint2 h = hd[r];
-      const int c = act[a];
-      if (vc_map_has(h, c)) vc_cp_async4(d, p.nbl + vc_map_index32(h, c));
-      else *d = -1;
-      continue;
-    }
     const int64_t at = mk_entry(p, true, hd, u0, r, act[a]);
     if (at < 0) *d = -1;
     else vc_cp_async4(d, p.nbl + at);
