@@ -116,14 +116,10 @@ __host__ __device__ static __forceinline__ uint32_t vc_map_skip(int centre, int 
   return centre >= 0 && centre >> 5 == w ? 1u << (centre & 31) : 0u;
 }
 
-/* Under header h (word w's): whether offset 32 w + b has an entry (the centre has none),
- * the index of that entry where it has one (in 32 bits, as a plan's indices are: the
- * masked kernels' gather-table copy runs ~6 instructions an element shorter without the
- * 64-bit -1), and that index or -1. */
-__device__ static __forceinline__ bool vc_map_has(uint2 h, int b) { return h.y >> b & 1; }
-__device__ static __forceinline__ uint32_t vc_map_index32(uint2 h, int b) { return h.x + __popc(h.y & ((1u << b) - 1)); }
+/* Under header h (word w's): the index in the entries of offset 32 w + b, or -1 where the
+ * row has no entry there (the centre never has one). */
 __device__ static __forceinline__ int64_t vc_map_index1(uint2 h, int b) {
-  return vc_map_has(h, b) ? (int64_t)vc_map_index32(h, b) : -1;
+  return h.y >> b & 1 ? (int64_t)(h.x + __popc(h.y & ((1u << b) - 1))) : -1;
 }
 
 /* The index of position q's entry for offset col (a map of K offsets), or -1. */
