@@ -116,10 +116,15 @@ __host__ __device__ static __forceinline__ uint32_t vc_map_skip(int centre, int 
   return centre >= 0 && centre >> 5 == w ? 1u << (centre & 31) : 0u;
 }
 
+/* Under header h: how many of the row's entries come before that of an offset, given the
+ * mask of the offsets below it in h's word (the entry's index is h.x plus this, where h.y
+ * has the offset's bit: a row's entries are by offset ascending). */
+__device__ static __forceinline__ int vc_map_below(uint2 h, uint32_t below) { return __popc(h.y & below); }
+
 /* Under header h (word w's): the index in the entries of offset 32 w + b, or -1 where the
  * row has no entry there (the centre never has one). */
 __device__ static __forceinline__ int64_t vc_map_index1(uint2 h, int b) {
-  return h.y >> b & 1 ? (int64_t)(h.x + __popc(h.y & ((1u << b) - 1))) : -1;
+  return h.y >> b & 1 ? (int64_t)(h.x + vc_map_below(h, (1u << b) - 1)) : -1;
 }
 
 /* The index of position q's entry for offset col (a map of K offsets), or -1. */

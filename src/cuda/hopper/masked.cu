@@ -314,7 +314,7 @@ __device__ static __forceinline__ void mk_copy_gtab(const imp_args &p, bool far,
         const uint2 h = hd[r];
         /* two 64-bit additions: the 32-bit index sum and one wide multiply-add is two
          * instructions an element fewer, but ran RES 1024's forward 2 % slower (session 50) */
-        if (h.y & bit) vc_cp_async4(d + r, p.nbl + h.x + __popc(h.y & (bit - 1)));
+        if (h.y & bit) vc_cp_async4(d + r, p.nbl + h.x + vc_map_below(h, bit - 1));
         else d[r] = -1;
       }
     }
@@ -325,7 +325,7 @@ __device__ static __forceinline__ void mk_copy_gtab(const imp_args &p, bool far,
   for (int i = tid; i < n1 * MK_BM; i += pt) {
     const int r = mk_div(i, inv), a1 = i - r * n1, a = a1 + (a1 >= skip);
     int32_t *d = gtab + a * GTAB_STRIDE(MK_BM) + r;
-    const int64_t at = mk_entry(p, true, hd, u0, r, act[a]);
+    const int64_t at = mk_entry(p, true, NULL, u0, r, act[a]);
     if (at < 0) *d = -1;
     else vc_cp_async4(d, p.nbl + at);
   }
